@@ -1,0 +1,246 @@
+"""The one typed configuration of icemv: YAML file, then ``ICEMV_*`` environment overrides.
+
+Every key can be overridden by an environment variable named after its path, sections
+separated by a double underscore: ``ICEMV_CATALOG__URI``,
+``ICEMV_SPARK__CONF__spark.driver.memory``.
+Values are parsed as YAML scalars so that numbers, booleans and lists work.
+Validation happens once at start; errors name the offending key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+ENV_PREFIX = "ICEMV_"
+ENV_SEPARATOR = "__"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the bad key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CatalogConfig(_Section):
+    """The Iceberg JDBC/SQL catalog shared by Spark (JdbcCatalog) and pyiceberg (SqlCatalog)."""
+
+    name: str = "lake"
+    # "embedded" starts a private PostgreSQL under `home`; otherwise postgresql://host:port/db
+    # or sqlite:///path (single writer only: a live Spark JVM locks SQLite).
+    uri: str = "embedded"
+    user: str | None = None
+    password: SecretStr | None = None
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value == "embedded":
+            return value
+        scheme = urlsplit(value).scheme
+        if scheme not in ("postgresql", "sqlite"):
+            raise ValueError("must be 'embedded', postgresql://host:port/db or sqlite:///path")
+        return value
+
+    @property
+    def embedded(self) -> bool:
+        return self.uri == "embedded"
+
+
+class WarehouseConfig(_Section):
+    location: str = "lakehouse/warehouse"
+    # FileIO properties passed to both engines (e.g. s3.endpoint); secrets belong here too.
+    properties: dict[str, SecretStr | str] = Field(default_factory=dict)
+
+
+class SparkConfig(_Section):
+    master: str = "local[2]"
+    # Spark Connect URL (sc://host:15002); when set, no local JVM is started.
+    remote: str | None = None
+    app_name: str = "icemv"
+    # Iceberg runtime jar; default: the one vendored by snowpark-connect-deps-iceberg.
+    iceberg_jar: str | None = None
+    # Maven coordinates instead of local jars (needs a reachable repository).
+    packages: list[str] = Field(default_factory=list)
+    jdbc_driver_jars: list[str] = Field(
+        default_factory=lambda: [
+            "/usr/share/java/postgresql.jar",
+            "/usr/share/java/sqlite-jdbc.jar",
+        ]
+    )
+    driver_memory: str = "2g"
+    shuffle_partitions: int = Field(default=4, ge=1)
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class KafkaConfig(_Section):
+    bootstrap_servers: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=lambda: ["icemv-commits"])
+    group_id: str = "icemv"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    dead_letter_topic: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bootstrap_servers)
+
+
+class PollingConfig(_Section):
+    interval_seconds: float = Field(default=30.0, gt=0)
+
+
+class RefreshConfig(_Section):
+    # Commits to the sources of one MV within this window yield one refresh.
+    coalesce_seconds: float = Field(default=1.0, ge=0)
+    max_concurrent: int = Field(default=1, ge=1)
+    retry_initial_seconds: float = Field(default=2.0, gt=0)
+    retry_max_seconds: float = Field(default=300.0, gt=0)
+    shutdown_grace_seconds: float = Field(default=60.0, ge=0)
+
+
+class MetricsConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=9108, ge=0, le=65535)
+
+
+class LoggingConfig(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class MaterializedViewSpec(_Section):
+    """A declarative MV: `icemv apply` creates or replaces it to match."""
+
+    name: str
+    sql: str
+    properties: dict[str, str] = Field(default_factory=dict)
+    partition_by: list[str] = Field(default_factory=list)
+
+
+class Config(_Section):
+    # Local state (embedded catalog database, default warehouse) lives here.
+    home: str = "lakehouse"
+    default_namespace: str = "default"
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
+    warehouse: WarehouseConfig = Field(default_factory=WarehouseConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
+    polling: PollingConfig = Field(default_factory=PollingConfig)
+    refresh: RefreshConfig = Field(default_factory=RefreshConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    materialized_views: list[MaterializedViewSpec] = Field(default_factory=list)
+
+    @property
+    def home_path(self) -> Path:
+        return Path(self.home).expanduser().resolve()
+
+    @property
+    def warehouse_uri(self) -> str:
+        """The warehouse as a URI; a bare path is taken relative to the working directory."""
+        location = self.warehouse.location
+        if "://" in location:
+            return location.rstrip("/")
+        return Path(location).expanduser().resolve().as_uri()
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read the YAML file (if any), apply environment overrides, validate."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        raw = loaded
+    _apply_env_overrides(raw, os.environ if env is None else env)
+    return parse_config(raw)
+
+
+def parse_config(raw: Mapping[str, Any]) -> Config:
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            problems.append(f"{key}: {error['msg']}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems)) from None
+
+
+def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, value in sorted(env.items()):
+        if not name.startswith(ENV_PREFIX) or ENV_SEPARATOR not in name[len(ENV_PREFIX) :]:
+            if (
+                name.startswith(ENV_PREFIX)
+                and name[len(ENV_PREFIX) :].lower() in Config.model_fields
+            ):
+                raw[name[len(ENV_PREFIX) :].lower()] = _scalar(value)
+            continue
+        path = name[len(ENV_PREFIX) :].split(ENV_SEPARATOR)
+        node = raw
+        for depth, part in enumerate(path):
+            # Section and field names are lower case; map keys (spark conf) keep their case.
+            key = part.lower() if depth < 2 else part
+            if depth == len(path) - 1:
+                node[key] = _scalar(value)
+            else:
+                child = node.setdefault(key, {})
+                if not isinstance(child, dict):
+                    raise ConfigError(f"environment variable {name}: {key} is not a section")
+                node = child
+
+
+def _scalar(value: str) -> Any:
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+
+
+def masked_dump(config: Config) -> dict[str, Any]:
+    """The effective configuration with every secret replaced by asterisks."""
+    masked: dict[str, Any] = _mask(config.model_dump(mode="python"))
+    return masked
+
+
+def _mask(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return "******"
+    if isinstance(value, dict):
+        return {key: _mask(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mask(item) for item in value]
+    if isinstance(value, str) and "://" in value:
+        return mask_url(value)
+    return value
+
+
+def mask_url(url: str) -> str:
+    """A URL with its password (if any) replaced, for logs and `config show`."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":******@", 1)
+    return parts._replace(netloc=netloc).geturl()

@@ -1,0 +1,80 @@
+from pathlib import Path
+
+import pytest
+
+from daemon.config import ConfigError, load_config, masked_dump, parse_config
+
+
+def test_defaults_are_the_embedded_lakehouse() -> None:
+    config = parse_config({})
+    assert config.catalog.embedded
+    assert config.catalog.name == "lake"
+    assert not config.kafka.enabled
+    assert config.warehouse_uri.startswith("file:///")
+
+
+def test_yaml_then_environment_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "icemv.yaml"
+    path.write_text(
+        "catalog:\n  uri: postgresql://db:5432/lake\n  user: icemv\n"
+        "polling:\n  interval_seconds: 10\n"
+        "materialized_views:\n  - name: nyc.agg\n    sql: SELECT 1 AS one\n"
+    )
+    env = {
+        "ICEMV_POLLING__INTERVAL_SECONDS": "5",
+        "ICEMV_KAFKA__BOOTSTRAP_SERVERS": "[b1:9092, b2:9092]",
+        "ICEMV_SPARK__CONF__spark.executor.memory": "4g",
+        "ICEMV_HOME": "/var/lib/icemv",
+        "UNRELATED": "x",
+    }
+    config = load_config(path, env)
+    assert config.catalog.uri == "postgresql://db:5432/lake"
+    assert config.polling.interval_seconds == 5
+    assert config.kafka.bootstrap_servers == ["b1:9092", "b2:9092"]
+    assert config.kafka.enabled
+    assert config.spark.conf == {"spark.executor.memory": "4g"}
+    assert config.home == "/var/lib/icemv"
+    assert config.materialized_views[0].name == "nyc.agg"
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"polling": {"interval_seconds": "soon"}}, "polling.interval_seconds"),
+        ({"catalog": {"uri": "mysql://x/y"}}, "catalog.uri"),
+        ({"kafka": {"security_protocol": "TLS"}}, "kafka.security_protocol"),
+        ({"metrics": {"prot": 1}}, "metrics.prot"),
+        ({"materialized_views": [{"name": "a"}]}, "materialized_views.0.sql"),
+    ],
+)
+def test_errors_name_the_bad_key(raw: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(raw)
+    assert key in str(error.value)
+
+
+def test_unreadable_files_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml", {})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("catalog: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad, {})
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("just a string\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(scalar, {})
+
+
+def test_masked_dump_hides_every_secret() -> None:
+    config = parse_config(
+        {
+            "catalog": {"uri": "postgresql://u:hunter2@db/lake", "password": "s3cret"},
+            "kafka": {"sasl_password": "k4fka"},
+            "warehouse": {"properties": {"s3.secret-access-key": "aws-secret"}},
+        }
+    )
+    text = repr(masked_dump(config))
+    for secret in ("s3cret", "k4fka", "hunter2"):
+        assert secret not in text
+    assert "******" in text
