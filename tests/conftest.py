@@ -1,0 +1,98 @@
+"""Shared fixtures: a real PostgreSQL catalog database, a warehouse dir, one local Spark."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from daemon.catalog import ensure_namespace
+from daemon.config import Config, parse_config
+from daemon.lakehouse import Lakehouse
+
+ADMIN_URL = os.environ.get("ICEMV_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _reachable(url: str) -> bool:
+    try:
+        psycopg2.connect(url, connect_timeout=3).close()
+    except psycopg2.OperationalError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The machine's PostgreSQL if it runs, else icemv's own embedded one."""
+    if _reachable(ADMIN_URL):
+        yield ADMIN_URL
+        return
+    from daemon.embedded_postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", database="postgres")
+    yield server.start()
+    server.stop()
+
+
+def create_database(admin_url: str) -> str:
+    name = f"icemv_test_{uuid.uuid4().hex[:10]}"
+    connection = psycopg2.connect(admin_url)
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    connection.close()
+    return admin_url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(admin_url: str, url: str) -> None:
+    connection = psycopg2.connect(admin_url)
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+    connection.close()
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_admin_url: str) -> Iterator[str]:
+    url = create_database(pg_admin_url)
+    yield url
+    drop_database(pg_admin_url, url)
+
+
+@pytest.fixture(scope="session")
+def test_config(pg_database: str, tmp_path_factory: pytest.TempPathFactory) -> Config:
+    root = tmp_path_factory.mktemp("lakehouse")
+    return parse_config(
+        {
+            "home": str(root),
+            "catalog": {"uri": pg_database},
+            "warehouse": {"location": str(root / "warehouse")},
+            "spark": {"master": "local[2]", "driver_memory": "1g", "shuffle_partitions": 2},
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def lakehouse(test_config: Config) -> Iterator[Lakehouse]:
+    lakehouse = Lakehouse(test_config)
+    yield lakehouse
+    from daemon.spark_session import stop_spark
+
+    stop_spark()
+
+
+@pytest.fixture
+def namespace(lakehouse: Lakehouse) -> str:
+    """A namespace of this test's own, so tests sharing the catalog never collide."""
+    name = f"t_{uuid.uuid4().hex[:8]}"
+    ensure_namespace(lakehouse.catalog, (name,))
+    return name
+
+
+@pytest.fixture
+def sqlite_catalog_path(tmp_path: Path) -> Path:
+    return tmp_path / "catalog.db"
