@@ -1,0 +1,65 @@
+"""Static checks of a view's defining SQL (Spark dialect), with sqlglot; no engine needed."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+
+class ViewSqlError(ValueError):
+    """The SQL cannot define a materialized view; the message says why."""
+
+
+def parse_query(sql: str) -> exp.Query:
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
+        raise ViewSqlError(
+            f"SQL does not parse as Spark SQL{where}: {first.get('description', exc)}"
+        ) from None
+    if len(statements) != 1:
+        raise ViewSqlError(f"expected one query, found {len(statements)} statements")
+    statement = statements[0]
+    if not isinstance(statement, exp.Query):
+        raise ViewSqlError(f"a view must be a query (SELECT ...), not {statement.key.upper()}")
+    return statement
+
+
+def table_references(query: exp.Query) -> list[exp.Table]:
+    """Every table/view the query reads, CTE names excluded."""
+    cte_names = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    references = []
+    for table in query.find_all(exp.Table):
+        if isinstance(table.this, exp.Func) or not table.name:
+            continue  # table-valued functions, e.g. range(10)
+        if not table.db and table.name.lower() in cte_names:
+            continue
+        references.append(table)
+    return references
+
+
+def unnamed_output_columns(query: exp.Query) -> list[str]:
+    """Output expressions that get an engine-generated name (`count(1)`); views must name them."""
+    select: exp.Expr = query
+    while isinstance(select, exp.SetOperation):
+        select = select.left
+    if isinstance(select, exp.Subquery):
+        select = select.unnest()
+    if not isinstance(select, exp.Select):
+        return []
+    return [
+        projection.sql(dialect="spark")
+        for projection in select.expressions
+        if not isinstance(projection, exp.Alias | exp.Column | exp.Star)
+    ]
+
+
+def duplicate_names(names: list[str]) -> list[str]:
+    """Column names that occur more than once, case-insensitively as Spark resolves them."""
+    seen: dict[str, int] = {}
+    for name in names:
+        seen[name.lower()] = seen.get(name.lower(), 0) + 1
+    return sorted({name for name in names if seen[name.lower()] > 1})
