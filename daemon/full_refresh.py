@@ -1,0 +1,45 @@
+"""Full refresh: recompute the view SQL at pinned source snapshots, overwrite the storage."""
+
+from __future__ import annotations
+
+import time
+
+from daemon.lakehouse import Lakehouse
+from daemon.materialized_view import MaterializedView
+from daemon.refresh_result import RefreshResult
+from daemon.refresh_state import RefreshState
+from daemon.source_pinning import pin_sources
+from daemon.storage_commit import REFRESH_ID_KEY, commit_properties, find_commit, overwrite_storage
+
+
+def full_refresh(lakehouse: Lakehouse, mv: MaterializedView, reason: str) -> RefreshResult:
+    started = time.time()
+    started_ms = int(started * 1000)
+    storage = lakehouse.load_table(mv.storage)
+    planned_from = storage.current_snapshot()
+    pinned = pin_sources(lakehouse, mv.sql, mv.version.default_namespace or mv.identifier.namespace)
+    state = RefreshState(mv.version.version_id, started_ms, pinned.sources)
+    properties = commit_properties(state, {"icemv.mode": "full", "icemv.reason": reason})
+
+    df = lakehouse.spark.sql(pinned.sql)
+    # The storage schema was derived from the query: align by position, keep storage names.
+    df = df.toDF(*[field.name for field in storage.schema().fields])
+    overwrite_storage(
+        df,
+        lakehouse.quoted(mv.storage),
+        planned_from.snapshot_id if planned_from else None,
+        properties,
+    )
+    committed = find_commit(storage.refresh(), properties[REFRESH_ID_KEY])
+    summary = committed.summary.additional_properties if committed and committed.summary else {}
+    return RefreshResult(
+        mv=mv.identifier,
+        mode="full",
+        reason=reason,
+        storage_snapshot_id=committed.snapshot_id if committed else None,
+        rows_inserted=int(summary.get("added-records", 0)),
+        rows_deleted=int(summary.get("deleted-records", 0)),
+        sources=pinned.sources,
+        started_ms=started_ms,
+        duration_seconds=time.time() - started,
+    )

@@ -1,0 +1,30 @@
+"""What one refresh did, for callers, logs and metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from daemon.identifiers import Identifier
+from daemon.refresh_state import SourceState
+
+Mode = Literal["full", "incremental", "no-op", "skipped"]
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    mv: Identifier
+    # skipped: the MV was already fresh, nothing committed.
+    mode: Mode
+    reason: str
+    storage_snapshot_id: int | None
+    rows_inserted: int
+    rows_deleted: int
+    sources: tuple[SourceState, ...]
+    started_ms: int
+    duration_seconds: float
+    attempts: int = 1
+
+    @property
+    def committed(self) -> bool:
+        return self.storage_snapshot_id is not None and self.mode != "skipped"
