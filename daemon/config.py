@@ -94,6 +94,11 @@ class KafkaConfig(_Section):
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     dead_letter_topic: str | None = None
+    # A new consumer group starts at the end: the catalog poll covers what came before.
+    auto_offset_reset: Literal["earliest", "latest"] = "latest"
+    session_timeout_ms: int = Field(default=10_000, ge=1_000)
+    # A refresh may take minutes; the consumer must stay in its group meanwhile.
+    max_poll_interval_ms: int = Field(default=600_000, ge=10_000)
 
     @property
     def enabled(self) -> bool:
@@ -105,6 +110,8 @@ class PollingConfig(_Section):
 
 
 class RefreshConfig(_Section):
+    # Policy `auto` recomputes fully when a delta exceeds this share of the source records.
+    auto_full_ratio: float = Field(default=0.25, gt=0)
     # Commits to the sources of one MV within this window yield one refresh.
     coalesce_seconds: float = Field(default=1.0, ge=0)
     max_concurrent: int = Field(default=1, ge=1)

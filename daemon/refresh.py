@@ -1,5 +1,11 @@
 """The refresh entry point: decide whether and how to refresh one MV, and do it once.
 
+Policy (view property `icemv.refresh-policy`): `auto` (default) refreshes incrementally
+unless the delta is larger than `refresh.auto_full_ratio` of the sources; `incremental`
+always tries; `incremental-strict` fails rather than fall back to a full recompute (except
+for the first refresh and after a definition change, which are full by nature); `full`
+always recomputes. Every fallback carries its reason into the commit and the result.
+
 A conflict on the storage commit means another refresh got there first; re-planning from
 the new state either finds the MV fresh (nothing to do) or refreshes again.
 """
@@ -13,14 +19,19 @@ import structlog
 from daemon.freshness import assess_freshness
 from daemon.full_refresh import full_refresh
 from daemon.identifiers import Identifier
+from daemon.incremental_refresh import IncrementalPolicy, incremental_refresh
 from daemon.lakehouse import Lakehouse
-from daemon.materialized_view import load_materialized_view
+from daemon.materialized_view import REFRESH_POLICY_PROPERTY, load_materialized_view
 from daemon.refresh_result import RefreshResult
+from daemon.source_changes import FullRefreshRequiredError
 from daemon.storage_commit import StorageCommitConflictError
 
 log = structlog.get_logger(__name__)
 
 MAX_ATTEMPTS = 4
+POLICIES = ("auto", "incremental", "incremental-strict", "full")
+# Fallbacks that even `incremental-strict` accepts: there is nothing to be incremental from.
+INHERENTLY_FULL = ("never-refreshed", "definition-changed")
 
 
 class RefreshFailedError(RuntimeError):
@@ -48,9 +59,40 @@ def refresh_mv(
                 duration_seconds=time.time() - started,
                 attempts=attempt,
             )
-        reason = "requested" if force_full else (freshness.reason or "stale")
+        policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
+        if policy not in POLICIES:
+            allowed = ", ".join(POLICIES)
+            raise RefreshFailedError(
+                f"{identifier}: {REFRESH_POLICY_PROPERTY}={policy!r} is not one of {allowed}"
+            )
         try:
-            result = full_refresh(lakehouse, mv, reason)
+            if force_full:
+                result = full_refresh(lakehouse, mv, "requested")
+            elif policy == "full":
+                result = full_refresh(lakehouse, mv, "policy-full")
+            elif freshness.state == "invalid" or freshness.last_refresh is None:
+                reason = freshness.reason or "invalid"
+                if policy == "incremental-strict" and reason not in INHERENTLY_FULL:
+                    raise RefreshFailedError(f"{identifier}: incremental-strict but {reason}")
+                result = full_refresh(lakehouse, mv, reason)
+            else:
+                ratio = lakehouse.config.refresh.auto_full_ratio if policy == "auto" else None
+                try:
+                    result = incremental_refresh(
+                        lakehouse, mv, freshness.last_refresh, IncrementalPolicy(ratio)
+                    )
+                except FullRefreshRequiredError as fallback:
+                    if policy == "incremental-strict":
+                        raise RefreshFailedError(
+                            f"{identifier}: incremental-strict but {fallback}"
+                        ) from fallback
+                    log.info(
+                        "refresh_fallback",
+                        mv=str(identifier),
+                        reason=fallback.reason,
+                        detail=fallback.detail,
+                    )
+                    result = full_refresh(lakehouse, mv, fallback.reason)
         except StorageCommitConflictError as exc:
             log.info(
                 "refresh_conflict_replanning", mv=str(identifier), attempt=attempt, error=str(exc)

@@ -66,7 +66,7 @@ class _Pinning:
         namespace = (table.db,) if table.db else default_namespace
         return Identifier(namespace, table.name)
 
-    def _source(self, identifier: Identifier, alias: str, path: tuple[str, ...]) -> exp.Expression:
+    def _source(self, identifier: Identifier, alias: str, path: tuple[str, ...]) -> exp.Expr:
         try:
             table = self.lakehouse.load_table(identifier)
         except NoSuchTableError:
@@ -96,7 +96,7 @@ class _Pinning:
         )
         return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
 
-    def _pinned_table(self, identifier: Identifier, table: Table, alias: str) -> exp.Expression:
+    def _pinned_table(self, identifier: Identifier, table: Table, alias: str) -> exp.Expr:
         key = ("table", identifier)
         state = self.states.get(key)
         if state is None:
@@ -113,28 +113,31 @@ class _Pinning:
                 snapshot_id=snapshot_id,
             )
             self._record(state)
-        node = exp.Table(
-            this=exp.to_identifier(identifier.name, quoted=True),
-            db=exp.to_identifier(identifier.namespace_str, quoted=True),
-            catalog=exp.to_identifier(self.lakehouse.catalog_name, quoted=True),
-        )
-        table_alias = exp.TableAlias(this=exp.to_identifier(alias))
-        if state.snapshot_id is None:
-            # A table with no snapshot yet is empty; reading "current" could see a later commit.
-            empty = exp.select("*").from_(node).where(exp.false())
-            return exp.Subquery(this=empty, alias=table_alias)
-        node.set(
-            "version",
-            exp.Version(
-                this="VERSION", kind="AS OF", expression=exp.Literal.number(state.snapshot_id)
-            ),
-        )
-        node.set("alias", table_alias)
-        return node
+        return table_at(self.lakehouse.catalog_name, identifier, state.snapshot_id, alias)
 
     def _record(self, state: SourceState) -> None:
         key = (state.type, Identifier(state.namespace, state.name))
         self.states.setdefault(key, state)
+
+
+def table_at(catalog: str, identifier: Identifier, snapshot_id: int | None, alias: str) -> exp.Expr:
+    """A reference to `identifier` read at `snapshot_id`, quoted, under `alias`."""
+    node = exp.Table(
+        this=exp.to_identifier(identifier.name, quoted=True),
+        db=exp.to_identifier(identifier.namespace_str, quoted=True),
+        catalog=exp.to_identifier(catalog, quoted=True),
+    )
+    table_alias = exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+    if snapshot_id is None:
+        # A table with no snapshot yet is empty; reading "current" could see a later commit.
+        empty = exp.select("*").from_(node).where(exp.false())
+        return exp.Subquery(this=empty, alias=table_alias)
+    node.set(
+        "version",
+        exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.number(snapshot_id)),
+    )
+    node.set("alias", table_alias)
+    return node
 
 
 def _view_state(view: LoadedView) -> SourceState:

@@ -7,16 +7,17 @@ concurrent refresh makes this one fail (and re-plan) instead of recording two re
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
+from daemon.identifiers import Identifier, quote_part
 from daemon.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 REFRESH_ID_KEY = "icemv.refresh-id"
 CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException")
@@ -64,3 +65,75 @@ def find_commit(storage: Table, refresh_id: str) -> Snapshot | None:
         if summary.get(REFRESH_ID_KEY) == refresh_id:
             return snapshot
     return None
+
+
+def run_with_commit_properties(
+    spark: SparkSession, properties: Mapping[str, str], action: Callable[[], None]
+) -> None:
+    """Run SQL writes (MERGE) whose Iceberg commit carries `properties` in its summary.
+
+    SQL statements take no snapshot properties; Iceberg's CommitMetadata sets them for
+    commits made on the calling JVM thread, which a py4j callback runs `action` on.
+    """
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
+    jvm: Any = spark.sparkContext._jvm
+    java_properties = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        java_properties.put(key, value)
+    errors: list[BaseException] = []
+
+    class _Callable:
+        def call(self) -> None:
+            try:
+                action()
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+            return None
+
+        class Java:
+            implements = ["java.util.concurrent.Callable"]
+
+    try:
+        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(
+            java_properties, _Callable(), jvm.java.lang.RuntimeException._java_lang_class
+        )
+    except Exception:
+        if errors:
+            raise errors[0] from None
+        raise
+
+
+def commit_via_branch(
+    spark: SparkSession,
+    catalog: str,
+    storage: Identifier,
+    planned_from: int,
+    write: Callable[[str], None],
+) -> None:
+    """Write on a private branch from `planned_from`, then fast-forward main to it.
+
+    The fast-forward succeeds only while main is still at `planned_from` (or an ancestor of
+    the branch head): a refresh planned from an older storage state can never land, so a
+    delta is applied exactly once even with several daemons.
+    """
+    branch = f"icemv_{uuid.uuid4().hex[:16]}"
+    table = storage.quoted(catalog)
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH `{branch}` AS OF VERSION {int(planned_from)}")
+    try:
+        write(f"{table}.`branch_{branch}`")
+        procedure_table = storage.quoted().replace("\\", "\\\\").replace("'", "\\'")
+        try:
+            spark.sql(
+                f"CALL {quote_part(catalog)}.system.fast_forward("
+                f"table => '{procedure_table}', branch => 'main', to => '{branch}')"
+            )
+        except Exception as exc:
+            if "not an ancestor" in str(exc):
+                raise StorageCommitConflictError(f"{storage} moved since {planned_from}") from exc
+            raise
+    finally:
+        spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS `{branch}`")

@@ -1,0 +1,200 @@
+"""Incremental refresh: apply the view delta since the last refresh record, exactly once.
+
+Plan: pin every source now; check each against its recorded snapshot (history intact,
+same table); build the delta of each changed source; derive the view delta; write it to
+a private branch of the storage table in one commit carrying the new refresh-state, and
+fast-forward main only if nobody else committed since the plan. Anything that makes a
+correct delta impossible raises FullRefreshRequiredError with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from daemon.change_rows import ChangeReader, change_reader
+from daemon.delta_apply import (
+    StoragePatch,
+    _Views,
+    merge_aggregates_patch,
+    recompute_groups_patch,
+    rows_patch,
+)
+from daemon.delta_query import (
+    DeltaInputs,
+    pre_aggregation_delta_sql,
+    query_at_sql,
+    rows_delta_sql,
+)
+from daemon.identifiers import Identifier
+from daemon.ivm_analysis import IvmAnalysis, analyse
+from daemon.lakehouse import Lakehouse
+from daemon.materialized_view import MaterializedView
+from daemon.refresh_history import RefreshRecord
+from daemon.refresh_result import RefreshResult
+from daemon.refresh_state import RefreshState
+from daemon.source_changes import FullRefreshRequiredError, SourceChange, classify_change
+from daemon.source_pinning import pin_sources
+from daemon.storage_commit import (
+    REFRESH_ID_KEY,
+    commit_properties,
+    commit_via_branch,
+    find_commit,
+    run_with_commit_properties,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class IncrementalPolicy:
+    # `auto` recomputes fully when the changed records exceed this share of the sources.
+    max_delta_ratio: float | None
+
+
+def incremental_refresh(
+    lakehouse: Lakehouse, mv: MaterializedView, record: RefreshRecord, policy: IncrementalPolicy
+) -> RefreshResult:
+    started = time.time()
+    started_ms = int(started * 1000)
+    namespace = mv.version.default_namespace or mv.identifier.namespace
+    analysis = analyse(lakehouse, mv.sql, namespace)
+    if not analysis.maintainable:
+        raise FullRefreshRequiredError(analysis.reasons[0], "; ".join(analysis.details))
+    storage = lakehouse.load_table(mv.storage)
+    planned_from = storage.current_snapshot()
+    if planned_from is None:
+        raise FullRefreshRequiredError("never-refreshed")
+    pinned = pin_sources(lakehouse, mv.sql, namespace)
+    recorded = {s.key: s for s in record.state.source_states}
+    current = {s.key: s for s in pinned.sources}
+    if recorded.keys() != current.keys():
+        raise FullRefreshRequiredError(
+            "sources-changed", "the view reads other tables than recorded"
+        )
+
+    changes: dict[Identifier, SourceChange] = {}
+    for key, source in current.items():
+        if source.type != "table":
+            continue
+        identifier = Identifier(source.namespace, source.name)
+        table = lakehouse.load_table(identifier)
+        changes[identifier] = classify_change(table, recorded[key], source.snapshot_id)
+    moved = {i: c for i, c in changes.items() if c.kind in ("append-only", "general")}
+    if policy.max_delta_ratio is not None and moved:
+        changed = sum(c.changed_records for c in moved.values())
+        total = sum(max(c.total_records, 1) for c in moved.values())
+        if changed > policy.max_delta_ratio * total:
+            raise FullRefreshRequiredError(
+                "delta-too-large", f"{changed} changed records against {total} in the sources"
+            )
+
+    state = RefreshState(mv.version.version_id, started_ms, pinned.sources)
+    outputs = storage.schema().column_names
+    spark = lakehouse.spark
+    views = _Views(spark)
+    mode = "incremental" if moved else "no-op"
+    try:
+        with change_reader(spark, lakehouse.catalog_name) as reader:
+            if moved:
+                patch = _prepare_patch(
+                    lakehouse,
+                    analysis,
+                    changes,
+                    moved,
+                    reader,
+                    views,
+                    outputs,
+                    mv,
+                    planned_from.snapshot_id,
+                )
+            else:
+                patch = _empty_patch(lakehouse, mv)
+            properties = commit_properties(
+                state,
+                {
+                    "icemv.mode": mode,
+                    "icemv.reason": "source-changed" if moved else "no-logical-change",
+                    "icemv.rows-inserted": str(patch.rows_inserted),
+                    "icemv.rows-deleted": str(patch.rows_deleted),
+                },
+            )
+            commit_via_branch(
+                spark,
+                lakehouse.catalog_name,
+                mv.storage,
+                planned_from.snapshot_id,
+                lambda target: _write(spark, patch, properties, target),
+            )
+    finally:
+        views.drop()
+    committed = find_commit(storage.refresh(), properties[REFRESH_ID_KEY])
+    return RefreshResult(
+        mv=mv.identifier,
+        mode=mode,  # type: ignore[arg-type]
+        reason=properties["icemv.reason"],
+        storage_snapshot_id=committed.snapshot_id if committed else None,
+        rows_inserted=patch.rows_inserted,
+        rows_deleted=patch.rows_deleted,
+        sources=pinned.sources,
+        started_ms=started_ms,
+        duration_seconds=time.time() - started,
+    )
+
+
+def _prepare_patch(
+    lakehouse: Lakehouse,
+    analysis: IvmAnalysis,
+    changes: dict[Identifier, SourceChange],
+    moved: dict[Identifier, SourceChange],
+    reader: ChangeReader,
+    views: _Views,
+    outputs: list[str],
+    mv: MaterializedView,
+    planned_from: int,
+) -> StoragePatch:
+    delta_views = {}
+    for identifier, change in moved.items():
+        name = f"__icemv_delta_{uuid.uuid4().hex[:12]}"
+        reader.change_rows(change).createOrReplaceTempView(name)
+        views.names.append(name)
+        delta_views[identifier] = name
+    inputs = DeltaInputs(
+        catalog=lakehouse.catalog_name,
+        delta_views=delta_views,
+        old={i: c.old_snapshot_id if i in moved else c.new_snapshot_id for i, c in changes.items()},
+        new={i: c.new_snapshot_id for i, c in changes.items()},
+    )
+    storage_at_plan = f"{lakehouse.quoted(mv.storage)} VERSION AS OF {int(planned_from)}"
+    if analysis.shape == "rows":
+        delta_sql = rows_delta_sql(analysis, inputs)
+        assert delta_sql is not None
+        return rows_patch(views, delta_sql, outputs, storage_at_plan)
+    pre_delta = pre_aggregation_delta_sql(analysis, inputs)
+    assert pre_delta is not None
+    with_deletes = any(c.kind == "general" for c in moved.values())
+    if analysis.aggregate_strategy(with_deletes) == "merge-aggregates":
+        return merge_aggregates_patch(
+            views, analysis, pre_delta, outputs, storage_at_plan, with_deletes
+        )
+    new_sql = query_at_sql(analysis, lakehouse.catalog_name, inputs.new)
+    return recompute_groups_patch(views, analysis, pre_delta, new_sql, outputs, storage_at_plan)
+
+
+def _empty_patch(lakehouse: Lakehouse, mv: MaterializedView) -> StoragePatch:
+    """Sources moved only by compaction: commit the new refresh record, no data change."""
+    empty = lakehouse.spark.table(lakehouse.quoted(mv.storage)).limit(0)
+
+    def append(target: str) -> None:
+        empty.writeTo(target).append()
+
+    return StoragePatch(0, 0, append)
+
+
+def _write(
+    spark: SparkSession, patch: StoragePatch, properties: dict[str, str], target: str
+) -> None:
+    run_with_commit_properties(spark, properties, lambda: patch.apply(target))
