@@ -24,6 +24,9 @@ except ImportError:  # pragma: no cover
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    from daemon.durations import DurationError
     from daemon.materialized_view import NotAMaterializedViewError
     from daemon.mv_lifecycle import MaterializedViewExistsError
     from daemon.partitioning import PartitionSpecError
@@ -32,6 +35,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from daemon.view_sql import ViewSqlError
 
     return (
+        NoSuchTableError,
+        NoSuchNamespaceError,
+        DurationError,
         ConfigError,
         InvalidIdentifierError,
         ViewSqlError,
@@ -158,6 +164,40 @@ def cmd_apply(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    from daemon.service import run_daemon
+
+    return run_daemon(config, args.config)
+
+
+def cmd_emit(config: Config, args: argparse.Namespace) -> int:
+    from daemon.event_publisher import publish_commit_event
+
+    if not config.kafka.enabled:
+        raise ConfigError("icemv emit needs kafka.bootstrap_servers")
+    lakehouse = Lakehouse(config)
+    identifier = lakehouse.identifier(args.table)
+    table = lakehouse.load_table(identifier)
+    snapshot = table.current_snapshot()
+    topic = args.topic or config.kafka.topics[0]
+    publish_commit_event(
+        config.kafka,
+        topic,
+        list(identifier.namespace),
+        identifier.name,
+        catalog=config.catalog.name,
+        table_uuid=str(table.metadata.table_uuid),
+        snapshot_id=snapshot.snapshot_id if snapshot else None,
+        parent_snapshot_id=snapshot.parent_snapshot_id if snapshot else None,
+        sequence_number=snapshot.sequence_number if snapshot else None,
+        operation=snapshot.summary.operation.value if snapshot and snapshot.summary else None,
+        timestamp_ms=snapshot.timestamp_ms if snapshot else None,
+        metadata_location=table.metadata_location,
+    )
+    print(f"published a commit event for {identifier} to {topic}")
+    return 0
+
+
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from daemon.demo import run_demo
 
@@ -170,11 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", "-c", default=os.environ.get("ICEMV_CONFIG"), help="YAML config file"
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    # `icemv run --config F` and `icemv --config F run` both work.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", "-c", default=argparse.SUPPRESS, help="YAML config file")
 
     def add(
         group: Any, name: str, handler: Callable[[Config, argparse.Namespace], int], help: str
     ) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = group.add_parser(name, help=help)
+        sub: argparse.ArgumentParser = group.add_parser(name, help=help, parents=[common])
         sub.set_defaults(handler=handler)
         return sub
 
@@ -210,6 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument(
         "--prune", action="store_true", help="drop config-managed MVs no longer declared"
     )
+    add(commands, "run", cmd_run, "run the daemon: events and polls keep every MV fresh")
+    emit = add(
+        commands, "emit", cmd_emit, "publish icemv's commit event for a table's current snapshot"
+    )
+    emit.add_argument("table")
+    emit.add_argument("--topic", help="default: the first of kafka.topics")
     add(commands, "demo", cmd_demo, "set up the demo lakehouse and show an MV following its source")
     return parser
 

@@ -84,3 +84,37 @@ def history_as_6420(history: list[RefreshRecord], catalog_name: str) -> dict[str
         "current-refresh-id": history[0].snapshot_id if history else None,
         "refreshes": refreshes,
     }
+
+
+def commit_to_fresh_seconds(
+    storage: Table, record: RefreshRecord, sources: Mapping[str, Table]
+) -> list[float]:
+    """For every source snapshot this refresh absorbed: seconds from its commit to this one.
+
+    `sources` maps each table source's dotted name to its loaded table.
+    """
+    history = refresh_history(storage)
+    previous = next(
+        (
+            r
+            for r in history
+            if r.snapshot_id != record.snapshot_id and r.timestamp_ms <= record.timestamp_ms
+        ),
+        None,
+    )
+    if previous is None:
+        return []
+    before = {s.dotted: s.snapshot_id for s in previous.state.tables()}
+    latencies = []
+    for source in record.state.tables():
+        table = sources.get(source.dotted)
+        old = before.get(source.dotted)
+        if table is None or source.snapshot_id is None or old == source.snapshot_id:
+            continue
+        for snapshot in ancestors_of(
+            table.metadata.snapshot_by_id(source.snapshot_id), table.metadata
+        ):
+            if snapshot.snapshot_id == old:
+                break
+            latencies.append(max(0.0, (record.timestamp_ms - snapshot.timestamp_ms) / 1000.0))
+    return latencies

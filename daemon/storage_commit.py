@@ -47,9 +47,11 @@ def overwrite_storage(
     writer = df.writeTo(storage_name)
     for key, value in properties.items():
         writer = writer.option(f"snapshot-property.{key}", value)
+    # Serializable: data committed since `planned_from` (or ever, on a never-refreshed
+    # table, so two first refreshes cannot both land) makes this commit fail.
+    writer = writer.option("isolation-level", "serializable")
     if planned_from is not None:
         writer = writer.option("validate-from-snapshot-id", str(planned_from))
-        writer = writer.option("isolation-level", "serializable")
     try:
         writer.overwrite(lit(True))
     except Exception as exc:

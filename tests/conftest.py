@@ -13,6 +13,7 @@ import pytest
 from daemon.catalog import ensure_namespace
 from daemon.config import Config, parse_config
 from daemon.lakehouse import Lakehouse
+from tests.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
 
 ADMIN_URL = os.environ.get("ICEMV_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 

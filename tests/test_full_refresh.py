@@ -258,3 +258,19 @@ def test_apply_drop_and_partitioning(lakehouse: Lakehouse, namespace: str) -> No
     assert other.dotted not in apply_declared(lakehouse, [], prune=True)  # not config-managed
     drop_mv(lakehouse, other)
     assert not lakehouse.views.exists(other) and not lakehouse.table_exists(created.storage)
+
+
+def test_two_first_refreshes_cannot_both_land(lakehouse: Lakehouse, namespace: str) -> None:
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv_id = Identifier((namespace,), "daily")
+    mv = create_mv(lakehouse, mv_id, AGG_SQL)
+    # Planned while the storage table had no snapshot; another refresh lands first.
+    df = lakehouse.spark.sql(f"SELECT * FROM {lakehouse.quoted(mv.storage)}").limit(0)
+    refresh_mv(lakehouse, mv_id)
+    record = latest_refresh(lakehouse.load_table(mv.storage))
+    assert record is not None
+    with pytest.raises(StorageCommitConflictError):
+        overwrite_storage(
+            df, lakehouse.quoted(mv.storage), None, commit_properties(record.state, {})
+        )
+    assert len(lakehouse.load_table(mv.storage).snapshots()) == 1

@@ -1,0 +1,200 @@
+"""The daemon end to end: real broker (Tansu), real Spark, real PostgreSQL catalog."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
+
+from daemon.commit_events import encode_icemv_event
+from daemon.config import Config
+from daemon.freshness import assess_freshness
+from daemon.identifiers import Identifier
+from daemon.lakehouse import Lakehouse
+from daemon.materialized_view import load_materialized_view
+from daemon.mv_lifecycle import create_mv
+from daemon.service import Daemon
+from tests.kafka_broker import TansuBroker
+from tests.oracle import assert_matches_oracle
+from tests.tables import append_trips, create_trips
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+ROWS = [(1, "a", 10.0, None), (2, "b", 5.0, None)]
+SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def metric(port: int, name: str, labels: dict[str, str]) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+class RunningDaemon:
+    def __init__(self, config: Config) -> None:
+        self.daemon = Daemon(config)
+        self.thread = threading.Thread(target=self.daemon.run, daemon=True)
+
+    def __enter__(self) -> Daemon:
+        self.thread.start()
+        wait_for(self.daemon.ready.is_set, 60, "daemon ready")
+        return self.daemon
+
+    def __exit__(self, *exc: object) -> None:
+        self.daemon.stop()
+        self.thread.join(90)
+        assert not self.thread.is_alive(), "daemon did not stop"
+
+
+def daemon_config(base: Config, **sections: Any) -> Config:
+    update: dict[str, Any] = {"metrics": base.metrics.model_copy(update={"port": 0})}
+    for name, values in sections.items():
+        update[name] = getattr(base, name).model_copy(update=values)
+    return base.model_copy(update=update)
+
+
+@pytest.fixture
+def topic(kafka_broker: TansuBroker) -> str:
+    name = f"commits-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(name, partitions=1)
+    return name
+
+
+@pytest.fixture
+def producer(kafka_broker: TansuBroker) -> Iterator[KafkaProducer]:
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, enable_idempotence=False)
+    yield producer
+    producer.close()
+
+
+def is_fresh(lakehouse: Lakehouse, mv: Identifier) -> bool:
+    return assess_freshness(lakehouse, load_materialized_view(lakehouse, mv)).state == "fresh"
+
+
+def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
+    lakehouse: Lakehouse,
+    namespace: str,
+    test_config: Config,
+    kafka_broker: TansuBroker,
+    topic: str,
+    producer: KafkaProducer,
+) -> None:
+    table_uuid = str(create_trips(lakehouse, namespace, rows=ROWS).metadata.table_uuid)
+    mv = Identifier((namespace,), "agg")
+    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    config = daemon_config(
+        test_config,
+        kafka={
+            "bootstrap_servers": [kafka_broker.bootstrap],
+            "topics": [topic],
+            "group_id": f"g-{topic}",
+            "auto_offset_reset": "earliest",
+            "session_timeout_ms": 6000,
+        },
+        polling={"interval_seconds": 600},  # events only
+        refresh={"coalesce_seconds": 0.2},
+    )
+    with RunningDaemon(config) as daemon:
+        port = daemon.http_port
+        assert port
+        wait_for(lambda: is_fresh(lakehouse, mv), 60, "first refresh (startup poll)")
+        wait_for(lambda: daemon.consumer is not None and daemon.consumer.connected, 30, "kafka")
+
+        snapshot = append_trips(lakehouse, namespace, [(3, "a", 1.5, None)])
+        assert not is_fresh(lakehouse, mv)
+        for value in (
+            b"not json",
+            b'{"type": "table-commit"}',
+            json.dumps({"type": "nope"}).encode(),
+        ):
+            producer.send(topic, value=value)
+        key, value = encode_icemv_event(
+            [namespace], "trips", table_uuid=table_uuid, snapshot_id=snapshot
+        )
+        producer.send(topic, key=key, value=value)
+        producer.send(topic, key=key, value=value)  # duplicate: same table uuid and snapshot
+        missing_key, missing = encode_icemv_event([namespace], "no_such_table", snapshot_id=1)
+        producer.send(topic, key=missing_key, value=missing)
+        producer.flush()
+
+        wait_for(lambda: is_fresh(lakehouse, mv), 60, "refresh after the event")
+        assert_matches_oracle(lakehouse, mv)
+        wait_for(
+            lambda: metric(port, "icemv_events_total", {"outcome": "duplicate"}) >= 1, 20, "dup"
+        )
+        assert metric(port, "icemv_events_total", {"format": "icemv", "outcome": "routed"}) >= 1
+        assert metric(port, "icemv_events_total", {"outcome": "not-json"}) == 1
+        assert metric(port, "icemv_events_total", {"outcome": "missing-table-name"}) == 1
+        assert metric(port, "icemv_events_total", {"outcome": "unknown-type"}) == 1
+        assert metric(port, "icemv_events_total", {"outcome": "unknown-table"}) == 1
+        labels = {"mv": mv.dotted, "outcome": "success"}
+        assert metric(port, "icemv_refreshes_total", {**labels, "mode": "incremental"}) >= 1
+        assert metric(port, "icemv_mv_state", {"mv": mv.dotted, "state": "fresh"}) == 1
+        assert metric(port, "icemv_commit_to_fresh_seconds_count", {"mv": mv.dotted}) >= 1
+        assert metric(port, "icemv_ready", {}) == 1
+        ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        assert ready.status == 200 and json.loads(ready.read())["checks"]["kafka"] is True
+        # The daemon is still consuming after the bad events.
+        snapshot = append_trips(lakehouse, namespace, [(4, "c", 2.0, None)])
+        key, value = encode_icemv_event([namespace], "trips", snapshot_id=snapshot)
+        producer.send(topic, key=key, value=value).get(timeout=10)
+        wait_for(lambda: is_fresh(lakehouse, mv), 60, "refresh after a later event")
+
+
+def test_poll_only_mode_and_manual_refresh(
+    lakehouse: Lakehouse, namespace: str, test_config: Config
+) -> None:
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv = Identifier((namespace,), "agg")
+    create_mv(lakehouse, mv, SQL, properties={"icemv.max-staleness": "4s"})
+    config = daemon_config(
+        test_config, polling={"interval_seconds": 3}, refresh={"coalesce_seconds": 0.1}
+    )
+    with RunningDaemon(config) as daemon:
+        port = daemon.http_port
+        assert port and daemon.consumer is None
+        wait_for(lambda: is_fresh(lakehouse, mv), 60, "first refresh")
+        append_trips(lakehouse, namespace, [(3, "a", 1.5, None)])
+        wait_for(lambda: is_fresh(lakehouse, mv), 30, "poll-driven refresh")
+        assert_matches_oracle(lakehouse, mv)
+        assert metric(port, "icemv_mv_max_staleness_seconds", {"mv": mv.dotted}) == 4
+
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/mvs/{mv.dotted}/refresh", method="POST"
+        )
+        assert urllib.request.urlopen(request, timeout=5).status == 202
+        unknown = urllib.request.Request(
+            f"http://127.0.0.1:{port}/mvs/nope.nope/refresh", method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(unknown, timeout=5)
+        assert error.value.code == 404
+        wait_for(
+            lambda: (
+                metric(port, "icemv_refreshes_total", {"mv": mv.dotted, "outcome": "skipped"}) >= 1
+            ),
+            20,
+            "manual refresh (already fresh: skipped)",
+        )

@@ -1,0 +1,209 @@
+"""`icemv run` as a real process: SIGTERM mid-refresh, two replicas on one consumer group."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+import yaml
+from kafka import KafkaProducer
+
+from daemon.commit_events import encode_icemv_event
+from daemon.config import Config
+from daemon.identifiers import Identifier
+from daemon.lakehouse import Lakehouse
+from daemon.mv_lifecycle import create_mv
+from daemon.refresh_history import refresh_history
+from tests.kafka_broker import TansuBroker, free_port
+from tests.oracle import assert_matches_oracle
+from tests.tables import append_trips, create_trips
+from tests.test_daemon import RunningDaemon, daemon_config, is_fresh, wait_for
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
+
+
+class LogLines:
+    """Collects a process's JSON log lines from a pipe, in a thread."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.raw: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.raw.append(line)
+            try:
+                self.lines.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+
+    def seen(self, event: str, **fields: Any) -> bool:
+        return any(
+            line.get("event") == event and all(line.get(k) == v for k, v in fields.items())
+            for line in list(self.lines)
+        )
+
+
+@pytest.fixture
+def run_process(tmp_path: Path) -> Iterator[Any]:
+    processes: list[subprocess.Popen[str]] = []
+
+    def start(config: dict[str, Any]) -> tuple[subprocess.Popen[str], LogLines, int]:
+        port = free_port()
+        config = {**config, "metrics": {"host": "127.0.0.1", "port": port}}
+        path = tmp_path / f"icemv-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        icemv = Path(sys.executable).parent / "icemv"
+        process = subprocess.Popen(
+            [str(icemv), "run", "--config", str(path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "ICEMV_LOGGING__FORMAT": "json", "ICEMV_LOGGING__LEVEL": "DEBUG"},
+        )
+        processes.append(process)
+        logs = LogLines(process.stderr)  # type: ignore[arg-type]
+
+        def ready() -> bool:
+            try:
+                return (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status
+                    == 200
+                )
+            except OSError:
+                assert process.poll() is None, f"daemon exited early: {logs.raw[-5:]}"
+                return False
+
+        wait_for(ready, 120, "daemon /readyz")
+        return process, logs, port
+
+    yield start
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
+def base_config(test_config: Config) -> dict[str, Any]:
+    raw = test_config.model_dump(mode="json", exclude={"materialized_views"})
+    raw["catalog"]["password"] = None
+    return raw
+
+
+def test_sigterm_during_a_refresh_exits_zero_without_partial_commit(
+    lakehouse: Lakehouse, namespace: str, test_config: Config, run_process: Any
+) -> None:
+    create_trips(lakehouse, namespace, rows=[(i, f"v{i % 7}", float(i), None) for i in range(200)])
+    mv = Identifier((namespace,), "agg")
+    created = create_mv(lakehouse, mv, SQL)
+    config = base_config(test_config)
+    config["polling"] = {"interval_seconds": 1}
+    config["refresh"] = {"coalesce_seconds": 0, "shutdown_grace_seconds": 60}
+    process, logs, _ = run_process(config)
+    wait_for(lambda: is_fresh(lakehouse, mv), 90, "first refresh")
+
+    append_trips(lakehouse, namespace, [(1000, "v1", 1.0, None)])
+    wait_for(
+        lambda: logs.seen("refresh_started", mv=mv.dotted, reason="poll"), 30, "a refresh to start"
+    )
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(90) == 0
+    assert any(line.get("event") == "daemon_stopped" for line in logs.lines)
+
+    storage = lakehouse.load_table(created.storage)
+    history = refresh_history(storage)
+    # Every storage snapshot is a whole refresh; no private branch is left behind.
+    assert len(history) == len(storage.snapshots())
+    assert set(storage.metadata.refs) == {"main"}
+    assert_matches_oracle(lakehouse, mv)
+
+
+def test_two_replicas_share_the_group_and_apply_each_change_once(
+    lakehouse: Lakehouse,
+    namespace: str,
+    test_config: Config,
+    kafka_broker: TansuBroker,
+    run_process: Any,
+) -> None:
+    topic = f"commits-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, partitions=4)
+    tables = [f"trips_{i}" for i in range(4)]
+    mvs = []
+    for table in tables:
+        create_trips(lakehouse, namespace, name=table, rows=[(1, "a", 1.0, None)])
+        mv = Identifier((namespace,), f"agg_{table}")
+        create_mv(
+            lakehouse,
+            mv,
+            SQL.replace("trips", table),
+            properties={"icemv.refresh-policy": "incremental"},
+        )
+        mvs.append(mv)
+    kafka = {
+        "bootstrap_servers": [kafka_broker.bootstrap],
+        "topics": [topic],
+        "group_id": f"g-{topic}",
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 6000,
+    }
+    config = base_config(test_config)
+    config["kafka"] = kafka
+    config["polling"] = {"interval_seconds": 600}
+    config["refresh"] = {"coalesce_seconds": 0.2}
+    _, logs, _ = run_process(config)
+    local = daemon_config(
+        test_config,
+        kafka=kafka,
+        polling={"interval_seconds": 600},
+        refresh={"coalesce_seconds": 0.2},
+    )
+    with RunningDaemon(local) as daemon:
+        consumer = daemon.consumer
+        assert consumer is not None
+
+        def both_assigned() -> bool:
+            remote = [
+                line for line in logs.lines if line.get("event") == "kafka_partitions_assigned"
+            ]
+            mine = consumer._consumer.assignment() if consumer._consumer else set()
+            return bool(mine) and bool(remote) and bool(remote[-1]["partitions"]) and len(mine) < 4
+
+        wait_for(both_assigned, 90, "both replicas to own partitions")
+        for mv in mvs:
+            wait_for(lambda mv=mv: is_fresh(lakehouse, mv), 90, f"startup refresh of {mv}")
+
+        producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, enable_idempotence=False)
+        try:
+            for round_ in range(2):
+                for table in tables:
+                    snapshot = append_trips(
+                        lakehouse, namespace, [(10 + round_, "b", 2.0, None)], name=table
+                    )
+                    key, value = encode_icemv_event([namespace], table, snapshot_id=snapshot)
+                    producer.send(topic, key=key, value=value)
+                producer.flush()
+                for mv in mvs:
+                    wait_for(
+                        lambda mv=mv: is_fresh(lakehouse, mv), 90, f"{mv} after round {round_}"
+                    )
+        finally:
+            producer.close()
+        for mv in mvs:
+            assert_matches_oracle(lakehouse, mv)
+            storage = lakehouse.load_table(Identifier((namespace,), f"{mv.name}__storage"))
+            absorbed = [r.state.tables()[0].snapshot_id for r in refresh_history(storage)]
+            assert len(absorbed) == len(set(absorbed)), "a source snapshot was refreshed twice"
