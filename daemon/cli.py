@@ -77,6 +77,33 @@ def cmd_mv_create(config: Config, args: argparse.Namespace) -> int:
         args.partition_by,
     )
     print(f"created materialized view {mv.identifier} (storage table {mv.storage})")
+    from daemon.mv_explain import explain, render_explain
+
+    print(render_explain(explain(lakehouse, mv)))
+    return 0
+
+
+def cmd_mv_explain(config: Config, args: argparse.Namespace) -> int:
+    from daemon.materialized_view import load_materialized_view
+    from daemon.mv_explain import explain, render_explain
+
+    lakehouse = Lakehouse(config)
+    report = explain(lakehouse, load_materialized_view(lakehouse, lakehouse.identifier(args.name)))
+    print(json.dumps(report, indent=2) if args.format == "json" else render_explain(report))
+    return 0
+
+
+def cmd_mv_compact(config: Config, args: argparse.Namespace) -> int:
+    from daemon.materialized_view import load_materialized_view
+    from daemon.storage_maintenance import compact_storage
+
+    lakehouse = Lakehouse(config)
+    mv = load_materialized_view(lakehouse, lakehouse.identifier(args.name))
+    result = compact_storage(lakehouse, mv)
+    print(
+        f"{mv.storage}: rewrote {result.rewritten_files} files into {result.added_files}, "
+        f"snapshots {result.snapshots_before} -> {result.snapshots_after}"
+    )
     return 0
 
 
@@ -243,6 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     show = add(mv, "show", cmd_mv_show, "definition, freshness, sources and refresh history")
     show.add_argument("name")
     show.add_argument("--format", choices=["text", "json"], default="text")
+
+    explain = add(mv, "explain", cmd_mv_explain, "is it maintained incrementally, how, or why not")
+    explain.add_argument("name")
+    explain.add_argument("--format", choices=["text", "json"], default="text")
+    add(
+        mv, "compact", cmd_mv_compact, "compact the storage table, expire old snapshots"
+    ).add_argument("name")
 
     refresh = add(commands, "refresh", cmd_refresh, "refresh one materialized view now")
     refresh.add_argument("name")

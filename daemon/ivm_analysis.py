@@ -103,10 +103,12 @@ def analyse(lakehouse: Lakehouse, sql: str, default_namespace: tuple[str, ...]) 
         identifier = Identifier((table.db,) if table.db else default_namespace, table.name)
         resolved = _resolve_table(lakehouse, identifier)
         if resolved is None:
-            reasons.append("view-source")
-            details.append(
-                f"{identifier} is a plain view: inline its SQL to maintain incrementally"
-            )
+            if lakehouse.views.exists(identifier):
+                reasons.append("view-source")
+                details.append(f"{identifier} is a plain view: inline its SQL to maintain it")
+            else:
+                reasons.append("unknown-source")
+                details.append(f"{identifier} does not exist")
             continue
         source, columns = resolved
         table.set("this", exp.to_identifier(source.name))

@@ -1,0 +1,104 @@
+"""Which views are incrementally maintainable, and the reason codes for those that are not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from daemon.catalog import ensure_namespace
+from daemon.config import parse_config
+from daemon.ivm_analysis import analyse
+from daemon.lakehouse import Lakehouse
+from daemon.mv_explain import explain_analysis, render_explain
+
+SCHEMA = pa.schema([("id", pa.int64()), ("vendor", pa.string()), ("fare", pa.float64())])
+
+
+@pytest.fixture
+def lakehouse(tmp_path: Path) -> Lakehouse:
+    config = parse_config(
+        {
+            "catalog": {"uri": f"sqlite:///{tmp_path / 'catalog.db'}"},
+            "warehouse": {"location": str(tmp_path / "warehouse")},
+        }
+    )
+    lakehouse = Lakehouse(config)
+    ensure_namespace(lakehouse.catalog, ("nyc",))
+    for name in ("trips", "zones"):
+        lakehouse.catalog.create_table(("nyc", name), schema=SCHEMA)
+    return lakehouse
+
+
+@pytest.mark.parametrize(
+    ("sql", "shape", "with_appends", "with_deletes"),
+    [
+        ("SELECT * FROM trips WHERE fare > 1", "rows", None, None),
+        ("SELECT t.id, z.vendor FROM trips t JOIN zones z ON t.id = z.id", "rows", None, None),
+        ("SELECT id FROM trips UNION ALL SELECT id FROM zones", "rows", None, None),
+        (
+            "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor",
+            "aggregate", "merge-aggregates", "recompute-groups",
+        ),
+        (
+            "SELECT vendor, count(*) AS n, count(fare) AS c FROM trips GROUP BY vendor",
+            "aggregate", "merge-aggregates", "merge-aggregates",
+        ),
+        (
+            "SELECT vendor, min(fare) AS lo, max(fare) AS hi FROM trips GROUP BY vendor",
+            "aggregate", "merge-aggregates", "recompute-groups",
+        ),
+        (
+            "SELECT vendor, avg(fare) AS a FROM trips GROUP BY vendor HAVING count(*) > 2",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
+        (
+            "SELECT vendor, count(DISTINCT id) AS ids FROM trips GROUP BY vendor",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
+    ],
+)  # fmt: skip
+def test_maintainable_shapes(
+    lakehouse: Lakehouse, sql: str, shape: str, with_appends: str | None, with_deletes: str | None
+) -> None:
+    analysis = analyse(lakehouse, sql, ("nyc",))
+    assert analysis.maintainable, analysis.details
+    assert analysis.shape == shape
+    if with_appends is not None:
+        assert analysis.aggregate_strategy(with_deletes=False) == with_appends
+        assert analysis.aggregate_strategy(with_deletes=True) == with_deletes
+    text = render_explain(explain_analysis(analysis, "auto"))
+    assert text.startswith("the view: incremental")
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        ("SELECT id, row_number() OVER (ORDER BY id) AS r FROM trips", "window-function"),
+        ("SELECT t.id, z.vendor FROM trips t LEFT JOIN zones z ON t.id = z.id", "outer-join"),
+        ("SELECT id, rand() AS r FROM trips", "non-deterministic-function"),
+        ("SELECT id, current_timestamp() AS ts FROM trips", "non-deterministic-function"),
+        ("SELECT id FROM trips LIMIT 10", "limit"),
+        ("SELECT id FROM trips ORDER BY id", "order-by"),
+        ("SELECT id FROM trips WHERE id IN (SELECT id FROM zones)", "subquery"),
+        ("SELECT DISTINCT vendor FROM trips", "distinct"),
+        (
+            "SELECT vendor, sum(DISTINCT fare) AS s FROM trips GROUP BY vendor",
+            "distinct-aggregate-sum",
+        ),
+        ("SELECT count(*) AS n FROM trips GROUP BY vendor", "group-key-not-in-output"),
+        ("SELECT id FROM trips UNION SELECT id FROM zones", "set-operation"),
+        (
+            "SELECT vendor, collect_list(id) AS ids FROM trips GROUP BY vendor",
+            "unsupported-aggregate",
+        ),
+        ("SELECT id FROM no_such_table", "unknown-source"),
+    ],
+)
+def test_reasons_for_full_refresh(lakehouse: Lakehouse, sql: str, reason: str) -> None:
+    analysis = analyse(lakehouse, sql, ("nyc",))
+    assert not analysis.maintainable
+    assert any(r.startswith(reason) for r in analysis.reasons), analysis.reasons
+    text = render_explain(explain_analysis(analysis, "auto"))
+    assert "full refresh only" in text and reason in text
