@@ -135,7 +135,7 @@ def _delta_expression(aggregate: AggregateColumn, index: int) -> str:
     if aggregate.func == "count":
         return f"SUM(IF({argument} IS NOT NULL, {weight}, 0))"
     if aggregate.func == "sum":
-        return f"SUM({argument})"  # only used for insert-only deltas
+        return f"SUM({argument} * {weight})"
     return f"{aggregate.func.upper()}({argument})"
 
 
@@ -157,12 +157,24 @@ def merge_aggregates_patch(
     outputs: Sequence[str],
     storage_at_plan: str,
     with_deletes: bool,
+    recompute: Callable[[], StoragePatch],
 ) -> StoragePatch:
+    """Stored aggregates plus the delta's. A SUM whose inputs may all have been deleted
+    must turn NULL, which stored values cannot tell: such groups (merged sum ~ 0 after
+    deletions) send the whole patch to `recompute`, which reads those groups' base rows.
+    """
     keys = [(outputs[k.position], key_column(i)) for i, k in enumerate(analysis.keys)]
     key_list = ", ".join(alias for _, alias in keys)
     deltas = ", ".join(
         f"{_delta_expression(a, i)} AS __icemv_d{i}" for i, a in enumerate(analysis.aggregates)
     )
+    sums = [i for i, a in enumerate(analysis.aggregates) if a.func == "sum"]
+    if with_deletes and sums:
+        deltas += "".join(
+            f", SUM(IF({argument_column(i)} IS NOT NULL AND {q(WEIGHT)} < 0, 1, 0)) "
+            f"AS __icemv_gone{i}"
+            for i in sums
+        )
     count_index = next(
         (i for i, a in enumerate(analysis.aggregates) if a.func == "count_star"), None
     )
@@ -177,14 +189,20 @@ def merge_aggregates_patch(
         assert count_index is not None, "merge-aggregates with deletes needs COUNT(*)"
         counted = outputs[analysis.aggregates[count_index].position]
         gone = f"(t.{q(counted)} + s.__icemv_d{count_index}) = 0"
+    suspects = "FALSE"
+    if with_deletes and sums:
+        suspects = " OR ".join(_may_be_null_now(analysis.aggregates[i], i, outputs) for i in sums)
     stats = views.spark.sql(
         f"SELECT COUNT_IF(t.__icemv_here IS NULL AND s.__icemv_dcount > 0), "
-        f"COUNT_IF(t.__icemv_here AND {gone}), COUNT_IF(t.__icemv_here AND NOT ({gone})) "
+        f"COUNT_IF(t.__icemv_here AND {gone}), COUNT_IF(t.__icemv_here AND NOT ({gone})), "
+        f"COUNT_IF(t.__icemv_here AND NOT ({gone}) AND ({suspects})) "
         f"FROM {source} s LEFT JOIN "
         f"(SELECT *, TRUE AS __icemv_here FROM {storage_at_plan}) t ON {on}"
     ).first()
     assert stats is not None
     new_groups, removed, updated = int(stats[0]), int(stats[1]), int(stats[2])
+    if int(stats[3]):
+        return recompute()
     updates = ", ".join(
         f"{q(outputs[a.position])} = "
         + _merged_value(a, "t." + q(outputs[a.position]), f"s.__icemv_d{i}")
@@ -210,6 +228,16 @@ def merge_aggregates_patch(
         views.spark.sql(f"MERGE INTO {target} t USING {source} s ON {on} {' '.join(clauses)}")
 
     return StoragePatch(new_groups + updated, removed + updated, merge)
+
+
+def _may_be_null_now(aggregate: AggregateColumn, index: int, outputs: Sequence[str]) -> str:
+    """The merged SUM is ~0 after non-NULL inputs were deleted: maybe none is left."""
+    old = "t." + q(outputs[aggregate.position])
+    merged = _merged_value(aggregate, old, f"s.__icemv_d{index}")
+    return (
+        f"(s.__icemv_gone{index} > 0 AND "
+        f"ABS({merged}) <= 1e-9 * (ABS(COALESCE({old}, 0)) + ABS(COALESCE(s.__icemv_d{index}, 0))))"
+    )
 
 
 def recompute_groups_patch(

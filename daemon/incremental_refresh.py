@@ -176,12 +176,16 @@ def _prepare_patch(
     pre_delta = pre_aggregation_delta_sql(analysis, inputs)
     assert pre_delta is not None
     with_deletes = any(c.kind == "general" for c in moved.values())
+    new_sql = query_at_sql(analysis, lakehouse.catalog_name, inputs.new)
+
+    def recompute() -> StoragePatch:
+        return recompute_groups_patch(views, analysis, pre_delta, new_sql, outputs, storage_at_plan)
+
     if analysis.aggregate_strategy(with_deletes) == "merge-aggregates":
         return merge_aggregates_patch(
-            views, analysis, pre_delta, outputs, storage_at_plan, with_deletes
+            views, analysis, pre_delta, outputs, storage_at_plan, with_deletes, recompute
         )
-    new_sql = query_at_sql(analysis, lakehouse.catalog_name, inputs.new)
-    return recompute_groups_patch(views, analysis, pre_delta, new_sql, outputs, storage_at_plan)
+    return recompute()
 
 
 def _empty_patch(lakehouse: Lakehouse, mv: MaterializedView) -> StoragePatch:

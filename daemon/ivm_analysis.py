@@ -84,7 +84,7 @@ class IvmAnalysis:
         funcs = {a.func for a in self.aggregates}
         if self.having or self.derived or funcs & {"avg", "count_distinct"}:
             return "recompute-groups"
-        if with_deletes and ("count_star" not in funcs or funcs - {"count_star", "count"}):
+        if with_deletes and ("count_star" not in funcs or funcs - {"count_star", "count", "sum"}):
             return "recompute-groups"
         return "merge-aggregates"
 

@@ -39,7 +39,7 @@ def lakehouse(tmp_path: Path) -> Lakehouse:
         ("SELECT id FROM trips UNION ALL SELECT id FROM zones", "rows", None, None),
         (
             "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor",
-            "aggregate", "merge-aggregates", "recompute-groups",
+            "aggregate", "merge-aggregates", "merge-aggregates",
         ),
         (
             "SELECT vendor, count(*) AS n, count(fare) AS c FROM trips GROUP BY vendor",

@@ -123,3 +123,27 @@ def test_mv_over_mv_is_incremental(lakehouse: Lakehouse, namespace: str) -> None
     assert result.mode == "incremental"
     assert {s.name for s in result.sources} == {"agg", "agg__storage"}
     assert_matches_oracle(lakehouse, outer)
+
+
+def test_sum_turns_null_when_its_last_value_is_deleted(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    create_trips(
+        lakehouse, namespace, rows=[(1, "a", 2.5, D1), (2, "a", None, D1), (3, "b", 4.0, D1)]
+    )
+    mv = Identifier((namespace,), "sums")
+    create_mv(
+        lakehouse, mv, "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor",
+        properties={"icemv.refresh-policy": "incremental"},
+    )  # fmt: skip
+    refresh_mv(lakehouse, mv)
+    trips = lakehouse.quoted(Identifier((namespace,), "trips"))
+    lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 1")  # group a: only a NULL fare left
+    assert refresh_mv(lakehouse, mv).mode == "incremental"
+    assert_matches_oracle(lakehouse, mv)
+    rows = {r.vendor: r.s for r in lakehouse.spark.table(lakehouse.quoted(mv)).collect()}
+    assert rows == {"a": None, "b": 4.0}
+    lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 3")  # group b disappears
+    lakehouse.spark.sql(f"UPDATE {trips} SET fare = fare + 1 WHERE id = 2")
+    assert refresh_mv(lakehouse, mv).mode == "incremental"
+    assert_matches_oracle(lakehouse, mv)
