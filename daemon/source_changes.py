@@ -91,7 +91,8 @@ def classify_change(
     operations = {_operation(s) for s in between}
     if operations <= {"replace"}:
         kind: ChangeKind = "no-logical-change"
-    elif operations <= {"append", "replace"}:
+    elif operations == {"append"}:
+        # Not with a compaction in range: its output re-holds old rows, so diff instead.
         kind = "append-only"
     else:
         kind = "general"

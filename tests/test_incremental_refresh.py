@@ -119,3 +119,17 @@ def test_compaction_only_is_a_no_op_refresh(lakehouse: Lakehouse, namespace: str
         0,
     )
     assert_matches_oracle(lakehouse, mv_id)
+
+
+def test_append_then_compaction_in_one_range(lakehouse: Lakehouse, namespace: str) -> None:
+    """Found by the property test: the compaction output must not count as inserted rows."""
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv_id = Identifier((namespace,), "mv")
+    create_mv(
+        lakehouse, mv_id, SHAPES["filter"], properties={"icemv.refresh-policy": "incremental"}
+    )
+    refresh_mv(lakehouse, mv_id)
+    append_trips(lakehouse, namespace, [(2, "b", 2.5, D2), (5, None, 10.0, D1)])
+    compact(lakehouse, namespace)
+    assert refresh_mv(lakehouse, mv_id).mode == "incremental"
+    assert_matches_oracle(lakehouse, mv_id)
