@@ -30,6 +30,7 @@ class ChangeReader:
         self._jvm: Any = spark.sparkContext._jvm
         self._catalog = catalog
         self._staged: list[tuple[Any, str]] = []
+        self.records_scanned = 0
 
     def close(self) -> None:
         manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
@@ -93,6 +94,7 @@ class ChangeReader:
             task = iterator.next()
             if str(task.file().location()) in files:
                 tasks.add(task)
+                self.records_scanned += int(task.file().recordCount())
         if tasks.isEmpty():
             return empty
         set_id = f"icemv-{uuid.uuid4()}"

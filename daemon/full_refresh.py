@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+from daemon.identifiers import Identifier
 from daemon.lakehouse import Lakehouse
 from daemon.materialized_view import MaterializedView
 from daemon.refresh_result import RefreshResult
-from daemon.refresh_state import RefreshState
+from daemon.refresh_state import RefreshState, SourceState
 from daemon.source_pinning import pin_sources
 from daemon.storage_commit import REFRESH_ID_KEY, commit_properties, find_commit, overwrite_storage
 
@@ -42,4 +43,17 @@ def full_refresh(lakehouse: Lakehouse, mv: MaterializedView, reason: str) -> Ref
         sources=pinned.sources,
         started_ms=started_ms,
         duration_seconds=time.time() - started,
+        source_rows_read=_total_records(lakehouse, pinned.sources),
     )
+
+
+def _total_records(lakehouse: Lakehouse, sources: tuple[SourceState, ...]) -> int:
+    total = 0
+    for source in sources:
+        if source.type != "table" or source.snapshot_id is None:
+            continue
+        table = lakehouse.load_table(Identifier(source.namespace, source.name))
+        snapshot = table.snapshot_by_id(source.snapshot_id)
+        if snapshot is not None and snapshot.summary is not None:
+            total += int(snapshot.summary.additional_properties.get("total-records", 0))
+    return total

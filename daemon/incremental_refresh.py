@@ -122,6 +122,7 @@ def incremental_refresh(
                     "icemv.rows-deleted": str(patch.rows_deleted),
                 },
             )
+            scanned = reader.records_scanned
             commit_via_branch(
                 spark,
                 lakehouse.catalog_name,
@@ -142,6 +143,7 @@ def incremental_refresh(
         sources=pinned.sources,
         started_ms=started_ms,
         duration_seconds=time.time() - started,
+        source_rows_read=scanned,
     )
 
 

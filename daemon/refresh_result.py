@@ -24,6 +24,8 @@ class RefreshResult:
     started_ms: int
     duration_seconds: float
     attempts: int = 1
+    # Source rows this refresh scanned (files of the change sets, or whole sources).
+    source_rows_read: int | None = None
 
     @property
     def committed(self) -> bool:

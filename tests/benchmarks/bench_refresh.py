@@ -1,0 +1,198 @@
+"""Incremental vs full refresh, side by side in one run: `make bench`.
+
+For each base size: one merge-on-read base table written in id order (so a delete or
+update of an id range touches few files), three MVs (filter, GROUP BY aggregate, join +
+aggregate), then per delta: apply it, refresh every MV incrementally (timed), then
+recompute every MV fully (timed). Prints a table and writes JSON.
+
+    python -m tests.benchmarks.bench_refresh --rows 1000000,10000000 --out bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from daemon.catalog import ensure_namespace
+from daemon.config import parse_config
+from daemon.full_refresh import full_refresh
+from daemon.identifiers import Identifier
+from daemon.lakehouse import Lakehouse
+from daemon.materialized_view import load_materialized_view
+from daemon.mv_lifecycle import create_mv
+from daemon.refresh import refresh_mv
+
+SHAPES = {
+    "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",
+    "aggregate": (
+        "SELECT day, vendor, count(*) AS n, sum(fare) AS s FROM base GROUP BY day, vendor"
+    ),
+    "join+aggregate": (
+        "SELECT z.region, b.vendor, count(*) AS n, sum(b.fare) AS s "
+        "FROM base b JOIN zones z ON b.zone_id = z.zone_id GROUP BY z.region, b.vendor"
+    ),
+}
+DELTAS = [
+    ("append 0.01%", "append", 0.0001),
+    ("append 0.1%", "append", 0.001),
+    ("append 1%", "append", 0.01),
+    ("append 10%", "append", 0.1),
+    ("delete 0.1%", "delete", 0.001),
+    ("update 0.1%", "update", 0.001),
+]
+ROW_EXPR = [
+    "id",
+    "CAST(id % 1000 AS INT) AS zone_id",
+    "concat('v', CAST(id % 5 AS STRING)) AS vendor",
+    "CAST(id % 97 AS DOUBLE) * 1.5 AS fare",
+    "date_add(DATE'2024-01-01', CAST(id % 365 AS INT)) AS day",
+]
+
+
+def _lakehouse(catalog_uri: str, workdir: Path) -> Lakehouse:
+    config = parse_config(
+        {
+            "home": str(workdir / "home"),
+            "catalog": {"uri": catalog_uri},
+            "warehouse": {"location": str(workdir / "warehouse")},
+            "spark": {"driver_memory": os.environ.get("ICEMV_BENCH_DRIVER_MEMORY", "6g"),
+                      "shuffle_partitions": 8},
+            "logging": {"level": "WARNING"},
+        }
+    )  # fmt: skip
+    return Lakehouse(config)
+
+
+def _write_rows(lakehouse: Lakehouse, table: str, start: int, count: int, create: bool) -> None:
+    spark = lakehouse.spark
+    partitions = max(1, count // 1_000_000)
+    df = spark.range(start, start + count, numPartitions=partitions).selectExpr(*ROW_EXPR)
+    writer = df.writeTo(table)
+    if create:
+        writer.tableProperty("format-version", "2").tableProperty(
+            "write.delete.mode", "merge-on-read"
+        ).tableProperty("write.update.mode", "merge-on-read").tableProperty(
+            "write.merge.mode", "merge-on-read"
+        ).create()
+    else:
+        writer.append()
+
+
+def run_scale(lakehouse: Lakehouse, rows: int) -> list[dict[str, Any]]:
+    spark = lakehouse.spark
+    namespace = f"bench_{uuid.uuid4().hex[:6]}"
+    ensure_namespace(lakehouse.catalog, (namespace,))
+    base = lakehouse.quoted(Identifier((namespace,), "base"))
+    zones = lakehouse.quoted(Identifier((namespace,), "zones"))
+    started = time.time()
+    _write_rows(lakehouse, base, 0, rows, create=True)
+    spark.range(1000).selectExpr(
+        "CAST(id AS INT) AS zone_id", "concat('r', CAST(id % 10 AS STRING)) AS region"
+    ).writeTo(zones).create()
+    print(f"\n[{rows:,} rows] base written in {time.time() - started:.1f} s", flush=True)
+    mvs = {}
+    for shape, sql in SHAPES.items():
+        mv = Identifier((namespace,), shape.replace("+", "_"))
+        create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental"})
+        refresh_mv(lakehouse, mv)
+        mvs[shape] = mv
+    results = []
+    next_id = rows
+    for label, kind, share in DELTAS:
+        count = max(1, int(rows * share))
+        if kind == "append":
+            _write_rows(lakehouse, base, next_id, count, create=False)
+            next_id += count
+        else:
+            low = rows // 3
+            if kind == "delete":
+                spark.sql(f"DELETE FROM {base} WHERE id >= {low} AND id < {low + count}")
+            else:
+                low = rows // 2
+                spark.sql(
+                    f"UPDATE {base} SET fare = fare + 1 WHERE id >= {low} AND id < {low + count}"
+                )
+        for shape, mv in mvs.items():
+            t0 = time.time()
+            incremental = refresh_mv(lakehouse, mv)
+            incremental_s = time.time() - t0
+            t0 = time.time()
+            full = full_refresh(lakehouse, load_materialized_view(lakehouse, mv), "benchmark")
+            full_s = time.time() - t0
+            row = {
+                "base_rows": rows,
+                "shape": shape,
+                "delta": label,
+                "delta_rows": count,
+                "incremental_mode": incremental.mode,
+                "incremental_reason": incremental.reason,
+                "incremental_seconds": round(incremental_s, 3),
+                "full_seconds": round(full_s, 3),
+                "speedup": round(full_s / incremental_s, 1) if incremental_s else None,
+                "rows_read_incremental": incremental.source_rows_read,
+                "rows_read_full": full.source_rows_read,
+                "mv_rows_written_incremental": incremental.rows_inserted,
+                "mv_rows_written_full": full.rows_inserted,
+            }
+            results.append(row)
+            print(
+                f"  {shape:15} {label:13} incremental {incremental_s:7.2f} s "
+                f"({incremental.mode})  full {full_s:7.2f} s  x{row['speedup']}",
+                flush=True,
+            )
+    return results
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    print()
+    header = (
+        f"{'base rows':>11} {'shape':15} {'delta':13} {'incr s':>8} {'full s':>8} "
+        f"{'speedup':>8} {'rows read incr/full':>24}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        reads = f"{r['rows_read_incremental'] or 0:,}/{r['rows_read_full'] or 0:,}"
+        print(
+            f"{r['base_rows']:>11,} {r['shape']:15} {r['delta']:13} "
+            f"{r['incremental_seconds']:>8.2f} {r['full_seconds']:>8.2f} "
+            f"{('x' + str(r['speedup'])):>8} {reads:>24}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", default="1000000,10000000,50000000")
+    parser.add_argument("--out", default="bench-results/refresh.json")
+    parser.add_argument(
+        "--catalog",
+        default=os.environ.get("ICEMV_BENCH_POSTGRES"),
+        help="postgresql:// URL of an empty database (default: embedded)",
+    )
+    args = parser.parse_args()  # fmt: skip
+    workdir = Path(tempfile.mkdtemp(prefix="icemv-bench-"))
+    lakehouse = _lakehouse(args.catalog or "embedded", workdir)
+    results: list[dict[str, Any]] = []
+    for rows in (int(r) for r in args.rows.split(",")):
+        results += run_scale(lakehouse, rows)
+    print_table(results)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    machine = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
