@@ -1,11 +1,15 @@
 """Weighted change rows of a source table between two snapshots, read with Spark.
 
 Iceberg's incremental read (`start-snapshot-id`) silently drops rows of non-append
-snapshots, and its changelog scan rejects delete files. Instead: find the data files a
-range touched (added, removed, or hit by new delete files), read exactly those files at the
-old and at the new snapshot with all deletes applied (Iceberg scan task sets, as the
-rewrite procedures use), and diff them as multisets. Rows in rewritten-but-unchanged files
-cancel out; the cost follows the touched files, not the table.
+snapshots, and its changelog scan rejects delete files. Instead, from the snapshots'
+manifests:
+  +1  rows of data files added in the range, read at the new snapshot;
+  -1  rows of data files removed in the range, read at the old snapshot;
+  -1  rows at the positions that new position-delete files name, read at the old snapshot.
+Files are read exactly (Iceberg scan task sets, as the rewrite procedures use), with all
+deletes applied. Rows that a rewrite (copy-on-write, compaction) merely moved appear once
+with each sign and cancel in the weighted delta; the cost follows the touched files, not
+the table. Deletion vectors (format v3, Puffin) fall back to diffing the hit files.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from daemon.ivm_analysis import WEIGHT
@@ -20,6 +25,14 @@ from daemon.source_changes import FullRefreshRequiredError, SourceChange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class _Touched:
+    added: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    position_delete_files: dict[str, list[str]] = field(default_factory=dict)
+    vector_hit: set[str] = field(default_factory=set)
 
 
 class ChangeReader:
@@ -40,49 +53,80 @@ class ChangeReader:
 
     def change_rows(self, change: SourceChange) -> DataFrame:
         """Rows inserted (+1) and deleted (-1) between the change's snapshots."""
-        from pyspark.sql.functions import lit
+        from pyspark.sql.functions import col, lit
 
         name = change.identifier.quoted(self._catalog)
         table = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             self._spark._jsparkSession, name
         )
-        added, removed, hit = self._touched_files(table, change)
-        new_rows = self._read(table, name, change.new_snapshot_id, added | hit)
-        if change.kind == "append-only" or change.old_snapshot_id is None:
-            return new_rows.withColumn(WEIGHT, lit(1))
-        old_rows = self._read(table, name, change.old_snapshot_id, removed | hit)
-        inserted = new_rows.exceptAll(old_rows).withColumn(WEIGHT, lit(1))
-        deleted = old_rows.exceptAll(new_rows).withColumn(WEIGHT, lit(-1))
-        return inserted.unionByName(deleted)
+        touched = self._touched_files(table, change)
+        parts = [
+            self._read(table, name, change.new_snapshot_id, touched.added).withColumn(
+                WEIGHT, lit(1)
+            )
+        ]
+        old = change.old_snapshot_id
+        if touched.removed:
+            parts.append(self._read(table, name, old, touched.removed).withColumn(WEIGHT, lit(-1)))
+        if touched.position_delete_files:
+            positions = self._positions(touched.position_delete_files)
+            hit = (
+                {str(row[0]) for row in positions.select("file_path").distinct().collect()}
+                - touched.removed
+                - touched.added
+            )
+            if hit:
+                rows = self._read(table, name, old, hit).select("*", "_file", "_pos")
+                deleted = rows.join(
+                    positions.hint("broadcast"),
+                    (col("_file") == col("file_path")) & (col("_pos") == col("pos")),
+                    "left_semi",
+                ).drop("_file", "_pos")
+                parts.append(deleted.withColumn(WEIGHT, lit(-1)))
+        if touched.vector_hit:
+            hit = touched.vector_hit - touched.removed - touched.added
+            before = self._read(table, name, old, hit)
+            after = self._read(table, name, change.new_snapshot_id, hit)
+            parts.append(before.exceptAll(after).withColumn(WEIGHT, lit(-1)))
+        result = parts[0]
+        for part in parts[1:]:
+            result = result.unionByName(part)
+        return result
 
-    def _touched_files(
-        self, table: Any, change: SourceChange
-    ) -> tuple[set[str], set[str], set[str]]:
-        """Data files added, removed, and hit by position deletes within the range."""
+    def _touched_files(self, table: Any, change: SourceChange) -> _Touched:
         io = table.io()
-        added: set[str] = set()
-        removed: set[str] = set()
-        hit: set[str] = set()
-        unscoped_deletes: list[str] = []
+        touched = _Touched()
         for snapshot_meta in change.snapshots:
             snapshot = table.snapshot(snapshot_meta.snapshot_id)
-            added.update(str(f.location()) for f in snapshot.addedDataFiles(io))
-            removed.update(str(f.location()) for f in snapshot.removedDataFiles(io))
+            touched.added.update(str(f.location()) for f in snapshot.addedDataFiles(io))
+            touched.removed.update(str(f.location()) for f in snapshot.removedDataFiles(io))
             for delete in snapshot.addedDeleteFiles(io):
                 if str(delete.content().toString()) == "EQUALITY_DELETES":
                     raise FullRefreshRequiredError(
                         "equality-deletes", f"{change.identifier} has equality deletes in range"
                     )
-                referenced = delete.referencedDataFile()
-                if referenced is not None:
-                    hit.add(str(referenced))
+                file_format = str(delete.format().toString()).lower()
+                if file_format == "puffin":
+                    touched.vector_hit.add(str(delete.referencedDataFile()))
                 else:
-                    unscoped_deletes.append(str(delete.location()))
-        if unscoped_deletes:
-            # Partition-scoped position deletes: their file_path column names the data files.
-            paths = self._spark.read.parquet(*unscoped_deletes).select("file_path").distinct()
-            hit.update(str(row[0]) for row in paths.collect())
-        return added, removed, hit
+                    touched.position_delete_files.setdefault(file_format, []).append(
+                        str(delete.location())
+                    )
+        # A file added and removed within the range is live at neither end.
+        gone = touched.added & touched.removed
+        touched.added -= gone
+        touched.removed -= gone
+        return touched
+
+    def _positions(self, files: dict[str, list[str]]) -> DataFrame:
+        frames = [
+            self._spark.read.format(file_format).load(paths).select("file_path", "pos")
+            for file_format, paths in files.items()
+        ]
+        result = frames[0]
+        for frame in frames[1:]:
+            result = result.unionByName(frame)
+        return result
 
     def _read(self, table: Any, name: str, snapshot_id: int | None, files: set[str]) -> DataFrame:
         empty = self._spark.table(name).limit(0)

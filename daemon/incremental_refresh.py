@@ -60,6 +60,15 @@ def incremental_refresh(
 ) -> RefreshResult:
     started = time.time()
     started_ms = int(started * 1000)
+    phases: dict[str, float] = {}
+    mark = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - mark, 3)
+        mark = now
+
     namespace = mv.version.default_namespace or mv.identifier.namespace
     analysis = analyse(lakehouse, mv.sql, namespace)
     if not analysis.maintainable:
@@ -92,6 +101,7 @@ def incremental_refresh(
                 "delta-too-large", f"{changed} changed records against {total} in the sources"
             )
 
+    phase("plan")
     state = RefreshState(mv.version.version_id, started_ms, pinned.sources)
     outputs = storage.schema().column_names
     spark = lakehouse.spark
@@ -113,6 +123,7 @@ def incremental_refresh(
                 )
             else:
                 patch = _empty_patch(lakehouse, mv)
+            phase("delta")
             properties = commit_properties(
                 state,
                 {
@@ -124,12 +135,12 @@ def incremental_refresh(
             )
             scanned = reader.records_scanned
             commit_via_branch(
-                spark,
-                lakehouse.catalog_name,
+                lakehouse,
                 mv.storage,
                 planned_from.snapshot_id,
                 lambda target: _write(spark, patch, properties, target),
             )
+            phase("commit")
     finally:
         views.drop()
     committed = find_commit(storage.refresh(), properties[REFRESH_ID_KEY])
@@ -144,6 +155,7 @@ def incremental_refresh(
         started_ms=started_ms,
         duration_seconds=time.time() - started,
         source_rows_read=scanned,
+        phase_seconds=phases,
     )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from daemon.identifiers import Identifier
@@ -26,6 +27,8 @@ class RefreshResult:
     attempts: int = 1
     # Source rows this refresh scanned (files of the change sets, or whole sources).
     source_rows_read: int | None = None
+    # Where the time went, by phase (plan, change-sets, delta, commit), for logs and tuning.
+    phase_seconds: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def committed(self) -> bool:

@@ -40,10 +40,12 @@ LIVENESS_TIMEOUT_SECONDS = 30.0
 
 
 class Daemon:
-    def __init__(self, config: Config, config_path: str | None = None) -> None:
+    def __init__(
+        self, config: Config, config_path: str | None = None, lakehouse: Lakehouse | None = None
+    ) -> None:
         self.config = config
         self.config_path = config_path
-        self.lakehouse = Lakehouse(config)
+        self.lakehouse = lakehouse or Lakehouse(config)
         self.metrics = Metrics()
         self.index = SourceIndex(self.lakehouse)
         self.scheduler = RefreshScheduler(
@@ -160,6 +162,8 @@ class Daemon:
             storage_snapshot_id=result.storage_snapshot_id,
             source_snapshots={s.dotted: s.snapshot_id for s in result.sources if s.type == "table"},
             attempts=result.attempts,
+            source_rows_read=result.source_rows_read,
+            phase_seconds=dict(result.phase_seconds),
         )
         mv = self.index.snapshot.mvs.get(result.mv)
         if mv is not None:

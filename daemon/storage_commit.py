@@ -10,14 +10,20 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import structlog
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
-from daemon.identifiers import Identifier, quote_part
+from daemon.identifiers import Identifier
 from daemon.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from daemon.lakehouse import Lakehouse
+
+log = structlog.get_logger(__name__)
 
 REFRESH_ID_KEY = "icemv.refresh-id"
 CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException")
@@ -110,32 +116,46 @@ def run_with_commit_properties(
 
 
 def commit_via_branch(
-    spark: SparkSession,
-    catalog: str,
+    lakehouse: Lakehouse,
     storage: Identifier,
     planned_from: int,
     write: Callable[[str], None],
 ) -> None:
-    """Write on a private branch from `planned_from`, then fast-forward main to it.
+    """Write on a private branch from `planned_from`, then move main to it if still there.
 
-    The fast-forward succeeds only while main is still at `planned_from` (or an ancestor of
-    the branch head): a refresh planned from an older storage state can never land, so a
-    delta is applied exactly once even with several daemons.
+    The publish is one catalog commit (main := branch head, branch removed) that asserts
+    main is still at `planned_from`: a refresh planned from an older storage state can
+    never land, so a delta is applied exactly once even with several daemons. Branch
+    bookkeeping goes through pyiceberg: a metadata commit there costs far less than a
+    Spark SQL statement.
     """
     branch = f"icemv_{uuid.uuid4().hex[:16]}"
-    table = storage.quoted(catalog)
-    spark.sql(f"ALTER TABLE {table} CREATE BRANCH `{branch}` AS OF VERSION {int(planned_from)}")
+    with lakehouse.load_table(storage).manage_snapshots() as snapshots:
+        snapshots.create_branch(planned_from, branch)
+    published = False
     try:
-        write(f"{table}.`branch_{branch}`")
-        procedure_table = storage.quoted().replace("\\", "\\\\").replace("'", "\\'")
+        write(f"{lakehouse.quoted(storage)}.`branch_{branch}`")
+        table = lakehouse.load_table(storage)
+        main = table.metadata.refs.get("main")
+        if main is None or main.snapshot_id != planned_from:
+            raise StorageCommitConflictError(f"{storage} moved since {planned_from}")
         try:
-            spark.sql(
-                f"CALL {quote_part(catalog)}.system.fast_forward("
-                f"table => '{procedure_table}', branch => 'main', to => '{branch}')"
-            )
-        except Exception as exc:
-            if "not an ancestor" in str(exc):
-                raise StorageCommitConflictError(f"{storage} moved since {planned_from}") from exc
-            raise
+            with table.manage_snapshots() as snapshots:
+                snapshots.set_current_snapshot(ref_name=branch)
+                snapshots.remove_branch(branch)
+        except CommitFailedException as exc:
+            raise StorageCommitConflictError(f"{storage} moved since {planned_from}") from exc
+        published = True
     finally:
-        spark.sql(f"ALTER TABLE {table} DROP BRANCH IF EXISTS `{branch}`")
+        if not published:
+            _drop_branch(lakehouse, storage, branch)
+
+
+def _drop_branch(lakehouse: Lakehouse, storage: Identifier, branch: str) -> None:
+    try:
+        table = lakehouse.load_table(storage)
+        if branch in table.metadata.refs:
+            with table.manage_snapshots() as snapshots:
+                snapshots.remove_branch(branch)
+    except Exception as exc:  # a leftover private branch is harmless; never mask the cause
+        log.warning("branch_cleanup_failed", table=storage.dotted, branch=branch, error=str(exc))
