@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast lint format typecheck clean
+.PHONY: install system-deps demo test test-fast fuzz bench bench-latency lint format typecheck clean
 
 install: $(STAMP)
 
@@ -43,6 +43,22 @@ typecheck: install
 
 test: install system-deps lint typecheck
 	$(BIN)/pytest -q
+
+# The property-based oracle test with many examples (CI runs a few).
+FUZZ_EXAMPLES ?= 200
+fuzz: install system-deps
+	ICEMV_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/test_incremental_oracle.py
+
+# Incremental vs full refresh; BENCH_ROWS sets the base-table sizes.
+BENCH_ROWS ?= 1000000,10000000,50000000
+bench: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) --out bench-results/refresh.json
+
+# Commit-to-fresh latency, Kafka vs poll-only, and the event path alone.
+LATENCY_ROWS ?= 10000000
+LATENCY_COMMITS ?= 100
+bench-latency: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_latency --rows $(LATENCY_ROWS) --commits $(LATENCY_COMMITS) --out bench-results/latency.json
 
 # Pure-logic tests only: no Spark, no database.
 test-fast: install

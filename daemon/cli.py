@@ -228,7 +228,7 @@ def cmd_emit(config: Config, args: argparse.Namespace) -> int:
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from daemon.demo import run_demo
 
-    return run_demo(config)
+    return run_demo(config, args.seconds, args.interval)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -293,7 +293,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emit.add_argument("table")
     emit.add_argument("--topic", help="default: the first of kafka.topics")
-    add(commands, "demo", cmd_demo, "set up the demo lakehouse and show an MV following its source")
+    demo = add(
+        commands, "demo", cmd_demo, "demo lakehouse: the daemon keeps an MV fresh as rows arrive"
+    )
+    demo.add_argument(
+        "--seconds", type=float, default=30.0, help="how long to run (0: until Ctrl-C)"
+    )
+    demo.add_argument("--interval", type=float, default=5.0, help="seconds between commits")
     return parser
 
 

@@ -1,6 +1,14 @@
-"""`icemv demo`: the quickstart on the embedded default, end to end in one command."""
+"""`icemv demo`: the quickstart on the embedded default, end to end in one command.
+
+Sets up `nyc.taxis` and the `nyc.pickup_agg` MV, starts the daemon (poll-driven: the
+embedded default has no Kafka), and commits a batch to `nyc.taxis` every few seconds as
+another writer would, printing how the MV follows.
+"""
 
 from __future__ import annotations
+
+import threading
+import time
 
 from daemon.config import Config
 from daemon.demo_data import PICKUP_AGG, PICKUP_AGG_SQL, append_taxis, ensure_taxis
@@ -9,10 +17,13 @@ from daemon.lakehouse import Lakehouse
 from daemon.materialized_view import load_materialized_view
 from daemon.mv_lifecycle import create_mv
 from daemon.mv_report import mv_report, render_report
-from daemon.refresh import refresh_mv
+from daemon.refresh_history import latest_refresh
+from daemon.service import Daemon
+
+BATCH_ROWS = 200
 
 
-def run_demo(config: Config) -> int:
+def run_demo(config: Config, seconds: float, interval: float) -> int:
     lakehouse = Lakehouse(config)
     taxis = ensure_taxis(lakehouse)
     batch = len(taxis.snapshots())
@@ -23,29 +34,57 @@ def run_demo(config: Config) -> int:
     if not lakehouse.views.exists(PICKUP_AGG):
         create_mv(lakehouse, PICKUP_AGG, PICKUP_AGG_SQL, partition_by=["pickup_date"])
         print(f"created materialized view {PICKUP_AGG}")
-    _refresh(lakehouse)
-    append_taxis(lakehouse, rows=500, seed=batch + 1)
-    mv = load_materialized_view(lakehouse, PICKUP_AGG)
-    freshness = assess_freshness(lakehouse, mv)
-    print(
-        f"another writer appended 500 rows: {PICKUP_AGG} is {freshness.state} "
-        f"({freshness.pending_snapshots} pending snapshot, "
-        f"{freshness.staleness_seconds:.1f} s stale)"
+
+    daemon_config = config.model_copy(
+        update={
+            "polling": config.polling.model_copy(
+                update={"interval_seconds": min(config.polling.interval_seconds, 2.0)}
+            ),
+            "metrics": config.metrics.model_copy(update={"port": 0}),
+        }
     )
-    _refresh(lakehouse)
+    daemon = Daemon(daemon_config, lakehouse=lakehouse)
+    thread = threading.Thread(target=daemon.run, name="icemv-daemon", daemon=True)
+    thread.start()
+    if not daemon.ready.wait(180):
+        print("the daemon did not become ready within 180 s")
+        daemon.stop()
+        return 1
+    print(f"daemon running; metrics at http://{config.metrics.host}:{daemon.http_port}/metrics")
+    print(f"committing {BATCH_ROWS} rows to nyc.taxis every {interval:g} s for {seconds:g} s\n")
+    deadline = time.monotonic() + seconds if seconds > 0 else float("inf")
+    try:
+        while time.monotonic() < deadline and thread.is_alive():
+            batch += 1
+            append_taxis(lakehouse, rows=BATCH_ROWS, seed=batch)
+            print(f"commit #{batch - 1} to nyc.taxis  ->  {_state_line(lakehouse)}")
+            daemon.stopping.wait(interval)
+            print(f"{'':27}{_state_line(lakehouse)}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        daemon.stop()
+        thread.join(120)
     print()
     print(render_report(mv_report(lakehouse, load_materialized_view(lakehouse, PICKUP_AGG))))
-    view = lakehouse.spark.table(lakehouse.quoted(PICKUP_AGG))
-    rows = view.orderBy("pickup_date", "vendor_id").limit(5).collect()
+    rows = (
+        lakehouse.spark.table(lakehouse.quoted(PICKUP_AGG))
+        .orderBy("pickup_date", "vendor_id")
+        .limit(5)
+        .collect()
+    )
     print("\nfirst rows of the view, read by Spark:")
     for row in rows:
         print("  " + ", ".join(f"{k}={v}" for k, v in row.asDict().items()))
     return 0
 
 
-def _refresh(lakehouse: Lakehouse) -> None:
-    result = refresh_mv(lakehouse, PICKUP_AGG)
-    print(
-        f"refresh {PICKUP_AGG}: {result.mode} ({result.reason}), {result.duration_seconds:.2f} s, "
-        f"storage snapshot {result.storage_snapshot_id}"
+def _state_line(lakehouse: Lakehouse) -> str:
+    mv = load_materialized_view(lakehouse, PICKUP_AGG)
+    freshness = assess_freshness(lakehouse, mv)
+    record = latest_refresh(lakehouse.load_table(mv.storage))
+    last = f"last refresh {record.mode} ({record.details.get('icemv.reason')})" if record else ""
+    return (
+        f"{PICKUP_AGG} {freshness.state:5}  staleness {freshness.staleness_seconds:5.1f} s  "
+        f"pending {freshness.pending_snapshots}  {last}"
     )
