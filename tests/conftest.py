@@ -95,5 +95,14 @@ def namespace(lakehouse: Lakehouse) -> str:
 
 
 @pytest.fixture
-def sqlite_catalog_path(tmp_path: Path) -> Path:
-    return tmp_path / "catalog.db"
+def sqlite_lakehouse(tmp_path: Path) -> Lakehouse:
+    """A lakehouse on a SQLite-file catalog with namespace `nyc`; no Spark (SQLite + JVM lock)."""
+    config = parse_config(
+        {
+            "catalog": {"uri": f"sqlite:///{tmp_path / 'catalog.db'}"},
+            "warehouse": {"location": str(tmp_path / "warehouse")},
+        }
+    )
+    lakehouse = Lakehouse(config)
+    ensure_namespace(lakehouse.catalog, ("nyc",))
+    return lakehouse

@@ -8,8 +8,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from daemon.catalog import ensure_namespace
-from daemon.config import parse_config
 from daemon.freshness import assess_freshness
 from daemon.identifiers import Identifier
 from daemon.lakehouse import Lakehouse
@@ -30,16 +28,8 @@ ROWS = pa.schema([pa.field("v", pa.int64())])
 
 
 @pytest.fixture
-def lakehouse(tmp_path: Path) -> Lakehouse:
-    config = parse_config(
-        {
-            "catalog": {"uri": f"sqlite:///{tmp_path / 'catalog.db'}"},
-            "warehouse": {"location": str(tmp_path / "warehouse")},
-        }
-    )
-    lakehouse = Lakehouse(config)
-    ensure_namespace(lakehouse.catalog, ("nyc",))
-    return lakehouse
+def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
+    return sqlite_lakehouse
 
 
 def _view(lakehouse: Lakehouse, storage: Identifier | None = STORAGE):  # type: ignore[no-untyped-def]

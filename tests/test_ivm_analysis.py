@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 
-from daemon.catalog import ensure_namespace
-from daemon.config import parse_config
 from daemon.ivm_analysis import analyse
 from daemon.lakehouse import Lakehouse
 from daemon.mv_explain import explain_analysis, render_explain
@@ -17,18 +13,10 @@ SCHEMA = pa.schema([("id", pa.int64()), ("vendor", pa.string()), ("fare", pa.flo
 
 
 @pytest.fixture
-def lakehouse(tmp_path: Path) -> Lakehouse:
-    config = parse_config(
-        {
-            "catalog": {"uri": f"sqlite:///{tmp_path / 'catalog.db'}"},
-            "warehouse": {"location": str(tmp_path / "warehouse")},
-        }
-    )
-    lakehouse = Lakehouse(config)
-    ensure_namespace(lakehouse.catalog, ("nyc",))
+def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
     for name in ("trips", "zones"):
-        lakehouse.catalog.create_table(("nyc", name), schema=SCHEMA)
-    return lakehouse
+        sqlite_lakehouse.catalog.create_table(("nyc", name), schema=SCHEMA)
+    return sqlite_lakehouse
 
 
 @pytest.mark.parametrize(
