@@ -129,9 +129,8 @@ class ChangeReader:
         return result
 
     def _read(self, table: Any, name: str, snapshot_id: int | None, files: set[str]) -> DataFrame:
-        empty = self._spark.table(name).limit(0)
         if snapshot_id is None or not files:
-            return empty
+            return self._spark.table(name).limit(0)
         tasks = self._jvm.java.util.ArrayList()
         iterator = table.newScan().useSnapshot(snapshot_id).planFiles().iterator()
         while iterator.hasNext():
@@ -140,7 +139,7 @@ class ChangeReader:
                 tasks.add(task)
                 self.records_scanned += int(task.file().recordCount())
         if tasks.isEmpty():
-            return empty
+            return self._spark.table(name).limit(0)
         set_id = f"icemv-{uuid.uuid4()}"
         self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().stageTasks(table, set_id, tasks)
         self._staged.append((table, set_id))

@@ -29,10 +29,14 @@ q = quote_part
 
 @dataclass(frozen=True)
 class StoragePatch:
-    """A prepared write: `apply(target)` performs it on the given table reference."""
+    """A prepared write: `apply(target)` performs it on the given table reference.
 
-    rows_inserted: int
-    rows_deleted: int
+    Row counts are None when computing them up front would cost a Spark job of its own
+    (insert-only deltas): then Iceberg's summary of the same commit has them.
+    """
+
+    rows_inserted: int | None
+    rows_deleted: int | None
     apply: Callable[[str], None]
 
 
@@ -63,9 +67,16 @@ def _null_safe(left: str, right: str, pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def rows_patch(
-    views: _Views, delta_sql: str, outputs: Sequence[str], storage_at_plan: str
+    views: _Views, delta_sql: str, outputs: Sequence[str], storage_at_plan: str, insert_only: bool
 ) -> StoragePatch:
     cols = ", ".join(q(c) for c in outputs)
+    if insert_only:  # every weight is +1: the delta rows are the rows to append
+        appended = views.spark.sql(f"SELECT {cols} FROM ({delta_sql})")
+
+        def append_all(target: str) -> None:
+            appended.writeTo(target).append()
+
+        return StoragePatch(None, 0, append_all)
     net = views.register(
         "net",
         f"SELECT {cols}, SUM({q(WEIGHT)}) AS __icemv_net FROM ({delta_sql}) "
@@ -182,13 +193,16 @@ def merge_aggregates_patch(
         f"SELECT {key_list}{', ' if key_list else ''}SUM({q(WEIGHT)}) AS __icemv_dcount, {deltas} "
         f"FROM ({pre_delta_sql})" + (f" GROUP BY {key_list}" if key_list else "")
     )
-    source = views.register("aggd", delta_sql, cache=True)
+    source = views.register("aggd", delta_sql, cache=with_deletes)
     on = " AND ".join(f"t.{q(out)} <=> s.{alias}" for out, alias in keys) or "TRUE"
     gone = "FALSE"
     if with_deletes and keys:  # a global aggregate always keeps its one row
         assert count_index is not None, "merge-aggregates with deletes needs COUNT(*)"
         counted = outputs[analysis.aggregates[count_index].position]
         gone = f"(t.{q(counted)} + s.__icemv_d{count_index}) = 0"
+    merge = _merge_statement(views, analysis, outputs, keys, source, on, gone, with_deletes)
+    if not with_deletes:  # no suspects; Iceberg's summary of the commit has the counts
+        return StoragePatch(None, None, merge)
     suspects = "FALSE"
     if with_deletes and sums:
         suspects = " OR ".join(_may_be_null_now(analysis.aggregates[i], i, outputs) for i in sums)
@@ -203,6 +217,19 @@ def merge_aggregates_patch(
     new_groups, removed, updated = int(stats[0]), int(stats[1]), int(stats[2])
     if int(stats[3]):
         return recompute()
+    return StoragePatch(new_groups + updated, removed + updated, merge)
+
+
+def _merge_statement(
+    views: _Views,
+    analysis: IvmAnalysis,
+    outputs: Sequence[str],
+    keys: Sequence[tuple[str, str]],
+    source: str,
+    on: str,
+    gone: str,
+    with_deletes: bool,
+) -> Callable[[str], None]:
     updates = ", ".join(
         f"{q(outputs[a.position])} = "
         + _merged_value(a, "t." + q(outputs[a.position]), f"s.__icemv_d{i}")
@@ -227,7 +254,7 @@ def merge_aggregates_patch(
     def merge(target: str) -> None:
         views.spark.sql(f"MERGE INTO {target} t USING {source} s ON {on} {' '.join(clauses)}")
 
-    return StoragePatch(new_groups + updated, removed + updated, merge)
+    return merge
 
 
 def _may_be_null_now(aggregate: AggregateColumn, index: int, outputs: Sequence[str]) -> str:

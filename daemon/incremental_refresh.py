@@ -124,15 +124,15 @@ def incremental_refresh(
             else:
                 patch = _empty_patch(lakehouse, mv)
             phase("delta")
-            properties = commit_properties(
-                state,
-                {
-                    "icemv.mode": mode,
-                    "icemv.reason": "source-changed" if moved else "no-logical-change",
-                    "icemv.rows-inserted": str(patch.rows_inserted),
-                    "icemv.rows-deleted": str(patch.rows_deleted),
-                },
-            )
+            details = {
+                "icemv.mode": mode,
+                "icemv.reason": "source-changed" if moved else "no-logical-change",
+            }
+            if patch.rows_inserted is not None:
+                details["icemv.rows-inserted"] = str(patch.rows_inserted)
+            if patch.rows_deleted is not None:
+                details["icemv.rows-deleted"] = str(patch.rows_deleted)
+            properties = commit_properties(state, details)
             scanned = reader.records_scanned
             commit_via_branch(
                 lakehouse,
@@ -144,13 +144,22 @@ def incremental_refresh(
     finally:
         views.drop()
     committed = find_commit(storage.refresh(), properties[REFRESH_ID_KEY])
+    summary = committed.summary.additional_properties if committed and committed.summary else {}
+    inserted = patch.rows_inserted
+    if inserted is None:
+        inserted = int(summary.get("added-records", 0))
+    deleted = patch.rows_deleted
+    if deleted is None:
+        deleted = int(summary.get("added-position-deletes", 0)) + int(
+            summary.get("deleted-records", 0)
+        )
     return RefreshResult(
         mv=mv.identifier,
         mode=mode,  # type: ignore[arg-type]
         reason=properties["icemv.reason"],
         storage_snapshot_id=committed.snapshot_id if committed else None,
-        rows_inserted=patch.rows_inserted,
-        rows_deleted=patch.rows_deleted,
+        rows_inserted=inserted,
+        rows_deleted=deleted,
         sources=pinned.sources,
         started_ms=started_ms,
         duration_seconds=time.time() - started,
@@ -186,7 +195,8 @@ def _prepare_patch(
     if analysis.shape == "rows":
         delta_sql = rows_delta_sql(analysis, inputs)
         assert delta_sql is not None
-        return rows_patch(views, delta_sql, outputs, storage_at_plan)
+        insert_only = all(c.kind == "append-only" for c in moved.values())
+        return rows_patch(views, delta_sql, outputs, storage_at_plan, insert_only)
     pre_delta = pre_aggregation_delta_sql(analysis, inputs)
     assert pre_delta is not None
     with_deletes = any(c.kind == "general" for c in moved.values())
