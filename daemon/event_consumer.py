@@ -144,7 +144,7 @@ class EventConsumer:
         try:
             while not self._stop.is_set():
                 batches = consumer.poll(timeout_ms=500, max_records=500)
-                self._set_connected(True)
+                self._set_connected(_group_coordinator_alive(consumer))
                 for partition, records in batches.items():
                     for record in records:
                         tracker.add(partition, record.offset, self._handle(record))
@@ -181,6 +181,14 @@ class EventConsumer:
         self.connected = connected
         if self._on_connected is not None:
             self._on_connected(connected)
+
+
+def _group_coordinator_alive(consumer: Any) -> bool:
+    """Connected to the group coordinator (poll() itself just returns nothing when not)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None:  # kafka-python internals moved: fall back to the bootstrap link
+        return bool(consumer.bootstrap_connected())
+    return not coordinator.coordinator_unknown()
 
 
 def _commit(consumer: Any, offsets: dict[Any, int]) -> None:

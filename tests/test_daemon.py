@@ -198,3 +198,63 @@ def test_poll_only_mode_and_manual_refresh(
             20,
             "manual refresh (already fresh: skipped)",
         )
+
+
+def test_broker_outage_falls_back_to_polling_and_recovers(
+    lakehouse: Lakehouse,
+    namespace: str,
+    test_config: Config,
+    kafka_broker: TansuBroker,
+    topic: str,
+) -> None:
+    table_uuid = str(create_trips(lakehouse, namespace, rows=ROWS).metadata.table_uuid)
+    mv = Identifier((namespace,), "agg")
+    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    config = daemon_config(
+        test_config,
+        kafka={
+            "bootstrap_servers": [kafka_broker.bootstrap],
+            "topics": [topic],
+            "group_id": f"g-{topic}",
+            "auto_offset_reset": "earliest",
+            "session_timeout_ms": 6000,
+        },
+        polling={"interval_seconds": 3},
+        refresh={"coalesce_seconds": 0.2},
+    )
+    with RunningDaemon(config) as daemon:
+        port = daemon.http_port
+        assert port and daemon.consumer is not None
+        consumer = daemon.consumer
+        wait_for(lambda: consumer.connected, 30, "kafka connected")
+        kafka_broker.stop()
+        try:
+            wait_for(lambda: not consumer.connected, 60, "the outage to be noticed")
+            ready = urllib.request.Request(f"http://127.0.0.1:{port}/readyz")
+            with pytest.raises(urllib.error.HTTPError) as error:
+                urllib.request.urlopen(ready, timeout=5)
+            assert error.value.code == 503
+            # Commits go on; the poll keeps the MV fresh without events.
+            append_trips(lakehouse, namespace, [(7, "a", 1.0, None)])
+            wait_for(lambda: is_fresh(lakehouse, mv), 60, "poll-driven refresh during the outage")
+        finally:
+            kafka_broker.restart()  # in-memory: topics are gone
+        kafka_broker.create_topic(topic, partitions=1)
+        wait_for(lambda: consumer.connected, 90, "kafka reconnected")
+        routed = metric(port, "icemv_events_total", {"outcome": "routed"})
+        snapshot = append_trips(lakehouse, namespace, [(8, "b", 2.0, None)])
+        producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, enable_idempotence=False)
+        try:
+            key, value = encode_icemv_event(
+                [namespace], "trips", table_uuid=table_uuid, snapshot_id=snapshot
+            )
+            producer.send(topic, key=key, value=value).get(timeout=30)
+        finally:
+            producer.close()
+        wait_for(
+            lambda: metric(port, "icemv_events_total", {"outcome": "routed"}) > routed,
+            90,
+            "an event consumed after the restart",
+        )
+        wait_for(lambda: is_fresh(lakehouse, mv), 60, "fresh after the restart")
+        assert_matches_oracle(lakehouse, mv)
