@@ -102,6 +102,11 @@ class EventConsumer:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def assigned(self) -> bool:
+        """Whether this member owns partitions (it has joined its group)."""
+        consumer = self._consumer
+        return consumer is not None and bool(consumer.assignment())
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:

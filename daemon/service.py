@@ -87,6 +87,7 @@ class Daemon:
         self._heartbeat = time.monotonic()
         self._config_mtime = self._mtime()
         self.http_port: int | None = None
+        self.refreshes_finished = True
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -128,11 +129,8 @@ class Daemon:
         if self.consumer is not None:
             self.consumer.stop(timeout=grace)
         self.http.stop()
-        from daemon.spark_session import stop_spark
-
-        if finished:
-            stop_spark()
         log.info("daemon_stopped", refreshes_finished=finished)
+        self.refreshes_finished = finished
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -289,6 +287,13 @@ class Daemon:
 
 
 def run_daemon(config: Config, config_path: str | None) -> int:
+    """`icemv run`: this process owns Spark, so it stops it once the daemon is done."""
     if config_path is not None and not Path(config_path).exists():
         raise ConfigError(f"config file {config_path} does not exist")
-    return Daemon(config, config_path).run()
+    daemon = Daemon(config, config_path)
+    code = daemon.run()
+    if daemon.refreshes_finished:  # else a refresh still runs: exit without waiting for it
+        from daemon.spark_session import stop_spark
+
+        stop_spark()
+    return code

@@ -84,6 +84,12 @@ def _run_mode(
     thread = threading.Thread(target=daemon.run, daemon=True)
     thread.start()
     assert daemon.ready.wait(180), "daemon not ready"
+    deadline = time.monotonic() + 60
+    while daemon.consumer is not None and not (
+        daemon.consumer.connected and daemon.consumer.assigned()
+    ):  # a commit published before the group is joined would wait for the next poll
+        assert time.monotonic() < deadline, "consumer did not join its group"
+        time.sleep(0.1)
     storage = Identifier((NAMESPACE,), "agg__storage")
     latencies = []
     base = Identifier((NAMESPACE,), "base")
@@ -210,7 +216,8 @@ def main() -> None:
         update={
             "kafka": config.kafka.model_copy(
                 update={"bootstrap_servers": [broker.bootstrap], "topics": [topic],
-                        "group_id": "bench", "session_timeout_ms": 6000}
+                        "group_id": "bench", "session_timeout_ms": 6000,
+                        "auto_offset_reset": "earliest"}
             ),
             "polling": config.polling.model_copy(update={"interval_seconds": 600}),
         }
