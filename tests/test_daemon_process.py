@@ -207,3 +207,53 @@ def test_two_replicas_share_the_group_and_apply_each_change_once(
             storage = lakehouse.load_table(Identifier((namespace,), f"{mv.name}__storage"))
             absorbed = [r.state.tables()[0].snapshot_id for r in refresh_history(storage)]
             assert len(absorbed) == len(set(absorbed)), "a source snapshot was refreshed twice"
+
+
+def test_emit_publishes_the_tables_current_snapshot(
+    lakehouse: Lakehouse,
+    namespace: str,
+    test_config: Config,
+    kafka_broker: TansuBroker,
+    tmp_path: Path,
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    from daemon.commit_events import TableCommitHint, parse_event
+
+    table = create_trips(lakehouse, namespace, rows=[(1, "a", 1.0, None)])
+    topic = f"emit-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, partitions=1)
+    config = base_config(test_config)
+    config["kafka"] = {"bootstrap_servers": [kafka_broker.bootstrap], "topics": [topic]}
+    path = tmp_path / "emit.yaml"
+    path.write_text(yaml.safe_dump(config))
+    icemv = Path(sys.executable).parent / "icemv"
+    done = subprocess.run(
+        [str(icemv), "emit", f"{namespace}.trips", "--config", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, consumer_timeout_ms=20_000)
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        record = next(iter(consumer))
+    finally:
+        consumer.close()
+    (hint,) = parse_event(record.value, record.headers, record.key)
+    assert isinstance(hint, TableCommitHint)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    assert (hint.namespace, hint.name, hint.snapshot_id) == (
+        (namespace,),
+        "trips",
+        snapshot.snapshot_id,
+    )
+    assert hint.table_uuid == str(table.metadata.table_uuid)
+
+    missing = subprocess.run(
+        [str(icemv), "emit", f"{namespace}.nope", "--config", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "nope" in missing.stderr
