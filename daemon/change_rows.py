@@ -5,7 +5,8 @@ snapshots, and its changelog scan rejects delete files. Instead, from the snapsh
 manifests:
   +1  rows of data files added in the range, read at the new snapshot;
   -1  rows of data files removed in the range, read at the old snapshot;
-  -1  rows at the positions that new position-delete files name, read at the old snapshot.
+  -1  rows at the positions that new position-delete files name, read at the old snapshot;
+  -1  rows of older data files in an equality delete's partition that match its rows.
 Files are read exactly (Iceberg scan task sets, as the rewrite procedures use), with all
 deletes applied. Rows that a rewrite (copy-on-write, compaction) merely moved appear once
 with each sign and cancel in the weighted delta; the cost follows the touched files, not
@@ -21,10 +22,29 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from daemon.ivm_analysis import WEIGHT
-from daemon.source_changes import FullRefreshRequiredError, SourceChange
+from daemon.source_changes import SourceChange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class _EqualityDelete:
+    location: str
+    file_format: str
+    columns: tuple[str, ...]
+    spec_id: int
+    partition: str | None  # None: unpartitioned, applies to every data file
+
+
+def _equality_delete(table: Any, delete: Any, file_format: str) -> _EqualityDelete:
+    schema = table.schema()
+    columns = tuple(str(schema.findColumnName(field_id)) for field_id in delete.equalityFieldIds())
+    spec = table.specs().get(delete.specId())
+    partition = None if spec.isUnpartitioned() else str(spec.partitionToPath(delete.partition()))
+    return _EqualityDelete(
+        str(delete.location()), file_format, columns, int(delete.specId()), partition
+    )
 
 
 @dataclass
@@ -32,6 +52,7 @@ class _Touched:
     added: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     position_delete_files: dict[str, list[str]] = field(default_factory=dict)
+    equality_deletes: list[_EqualityDelete] = field(default_factory=list)
     vector_hit: set[str] = field(default_factory=set)
 
 
@@ -53,7 +74,7 @@ class ChangeReader:
 
     def change_rows(self, change: SourceChange) -> DataFrame:
         """Rows inserted (+1) and deleted (-1) between the change's snapshots."""
-        from pyspark.sql.functions import col, lit
+        from pyspark.sql.functions import lit
 
         name = change.identifier.quoted(self._catalog)
         table = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
@@ -68,21 +89,22 @@ class ChangeReader:
         old = change.old_snapshot_id
         if touched.removed:
             parts.append(self._read(table, name, old, touched.removed).withColumn(WEIGHT, lit(-1)))
-        if touched.position_delete_files:
-            positions = self._positions(touched.position_delete_files)
-            hit = (
-                {str(row[0]) for row in positions.select("file_path").distinct().collect()}
-                - touched.removed
-                - touched.added
+        live_before = touched.removed | touched.added  # handled whole, above
+        deleted = [
+            frame
+            for frame in (
+                self._position_deleted(table, name, old, touched, live_before),
+                *self._equality_deleted(table, name, old, touched, live_before),
             )
-            if hit:
-                rows = self._read(table, name, old, hit).select("*", "_file", "_pos")
-                deleted = rows.join(
-                    positions.hint("broadcast"),
-                    (col("_file") == col("file_path")) & (col("_pos") == col("pos")),
-                    "left_semi",
-                ).drop("_file", "_pos")
-                parts.append(deleted.withColumn(WEIGHT, lit(-1)))
+            if frame is not None
+        ]
+        if deleted:
+            rows = deleted[0]
+            for frame in deleted[1:]:
+                rows = rows.unionByName(frame)
+            # A row deleted both by position and by equality goes once.
+            rows = rows.dropDuplicates(["_file", "_pos"]).drop("_file", "_pos")
+            parts.append(rows.withColumn(WEIGHT, lit(-1)))
         if touched.vector_hit:
             hit = touched.vector_hit - touched.removed - touched.added
             before = self._read(table, name, old, hit)
@@ -93,6 +115,71 @@ class ChangeReader:
             result = result.unionByName(part)
         return result
 
+    def _position_deleted(
+        self, table: Any, name: str, old: int | None, touched: _Touched, skip: set[str]
+    ) -> DataFrame | None:
+        """Old rows at the positions new position-delete files name (with _file, _pos)."""
+        from pyspark.sql.functions import col
+
+        if not touched.position_delete_files:
+            return None
+        positions = self._positions(touched.position_delete_files)
+        hit = {str(row[0]) for row in positions.select("file_path").distinct().collect()} - skip
+        if not hit:
+            return None
+        rows = self._read(table, name, old, hit).select("*", "_file", "_pos")
+        return rows.join(
+            positions.hint("broadcast"),
+            (col("_file") == col("file_path")) & (col("_pos") == col("pos")),
+            "left_semi",
+        )
+
+    def _equality_deleted(
+        self, table: Any, name: str, old: int | None, touched: _Touched, skip: set[str]
+    ) -> list[DataFrame]:
+        """Old rows whose equality columns match a new equality-delete row (null-safe).
+
+        Candidates are the data files live before, in the delete's partition (all of them
+        for an unpartitioned delete): older data files are exactly what it applies to.
+        """
+        from functools import reduce
+
+        from pyspark.sql.functions import col
+
+        frames = []
+        for delete in touched.equality_deletes:
+            candidates = self._files_in_partition(table, old, delete) - skip
+            if not candidates:
+                continue
+            keys = self._spark.read.format(delete.file_format).load(delete.location)
+            keys = keys.select(
+                *[col(c).alias(f"__icemv_eq_{i}") for i, c in enumerate(delete.columns)]
+            )
+            rows = self._read(table, name, old, candidates).select("*", "_file", "_pos")
+            match = reduce(
+                lambda a, b: a & b,
+                [rows[c].eqNullSafe(keys[f"__icemv_eq_{i}"]) for i, c in enumerate(delete.columns)],
+            )
+            frames.append(rows.join(keys.hint("broadcast"), match, "left_semi"))
+        return frames
+
+    def _files_in_partition(
+        self, table: Any, snapshot_id: int | None, delete: _EqualityDelete
+    ) -> set[str]:
+        if snapshot_id is None:
+            return set()
+        files = set()
+        iterator = table.newScan().useSnapshot(snapshot_id).planFiles().iterator()
+        while iterator.hasNext():
+            data = iterator.next().file()
+            if delete.partition is None or (
+                int(data.specId()) == delete.spec_id
+                and str(table.specs().get(data.specId()).partitionToPath(data.partition()))
+                == delete.partition
+            ):
+                files.add(str(data.location()))
+        return files
+
     def _touched_files(self, table: Any, change: SourceChange) -> _Touched:
         io = table.io()
         touched = _Touched()
@@ -101,11 +188,10 @@ class ChangeReader:
             touched.added.update(str(f.location()) for f in snapshot.addedDataFiles(io))
             touched.removed.update(str(f.location()) for f in snapshot.removedDataFiles(io))
             for delete in snapshot.addedDeleteFiles(io):
-                if str(delete.content().toString()) == "EQUALITY_DELETES":
-                    raise FullRefreshRequiredError(
-                        "equality-deletes", f"{change.identifier} has equality deletes in range"
-                    )
                 file_format = str(delete.format().toString()).lower()
+                if str(delete.content().toString()) == "EQUALITY_DELETES":
+                    touched.equality_deletes.append(_equality_delete(table, delete, file_format))
+                    continue
                 if file_format == "puffin":
                     touched.vector_hit.add(str(delete.referencedDataFile()))
                 else:

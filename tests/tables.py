@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -48,3 +49,33 @@ def append_trips(
     snapshot = lakehouse.load_table(Identifier((namespace,), name)).current_snapshot()
     assert snapshot is not None
     return snapshot.snapshot_id
+
+
+def equality_delete(
+    lakehouse: Lakehouse, namespace: str, column: str, values: list[str | None], name: str = "trips"
+) -> None:
+    """Commit an equality-delete file (as Flink upserts write), through Iceberg's Java API."""
+    spark = lakehouse.spark
+    jvm: Any = spark.sparkContext._jvm
+    gateway: Any = spark.sparkContext._gateway
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, lakehouse.quoted(Identifier((namespace,), name))
+    )
+    schema = table.schema()
+    delete_schema = schema.select(jvm.java.util.Collections.singletonList(column))
+    field_ids = gateway.new_array(jvm.int, 1)
+    field_ids[0] = schema.findField(column).fieldId()
+    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(
+        schema, table.spec(), field_ids, delete_schema, None
+    )
+    path = table.locationProvider().newDataLocation(f"eq-delete-{uuid.uuid4().hex}.parquet")
+    output = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
+        table.io().newOutputFile(path)
+    )
+    writer = factory.newEqDeleteWriter(output, jvm.org.apache.iceberg.FileFormat.PARQUET, None)
+    for value in values:
+        record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
+        record.setField(column, value)
+        writer.write(record)
+    writer.close()
+    table.newRowDelta().addDeletes(writer.toDeleteFile()).commit()

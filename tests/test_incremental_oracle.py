@@ -1,4 +1,5 @@
-"""Property test: any sequence of base-table operations, refreshed incrementally, matches
+"""Property test: any sequence of base-table operations (appends with duplicates and NULLs,
+DELETE, UPDATE, MERGE, equality deletes, compaction), refreshed incrementally, matches
 the view SQL evaluated at the recorded snapshots (the oracle), for every supported shape.
 
 Few examples in CI; `make fuzz` sets ICEMV_FUZZ_EXAMPLES for many.
@@ -21,7 +22,7 @@ from daemon.lakehouse import Lakehouse
 from daemon.mv_lifecycle import create_mv
 from daemon.refresh import refresh_mv
 from tests.oracle import assert_matches_oracle
-from tests.tables import append_trips, create_trips
+from tests.tables import append_trips, create_trips, equality_delete
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -68,6 +69,9 @@ operation = st.one_of(
     st.tuples(st.just("update"), st.just("trips"), ids),
     st.tuples(st.just("merge"), st.just("trips"), st.lists(trip, min_size=1, max_size=3)),
     st.tuples(st.just("compact"), st.sampled_from(["trips", "zones"]), st.none()),
+    st.tuples(
+        st.just("eqdelete"), st.sampled_from(["trips", "zones"]), st.sampled_from(["a", "b", None])
+    ),
     st.tuples(st.just("refresh"), st.none(), st.none()),
 )
 
@@ -110,6 +114,8 @@ def _apply(lakehouse: Lakehouse, namespace: str, op: tuple[Any, ...]) -> None:
             "WHEN MATCHED THEN UPDATE SET t.fare = s.fare, t.vendor = s.vendor "
             "WHEN NOT MATCHED THEN INSERT *"
         )
+    elif kind == "eqdelete":
+        equality_delete(lakehouse, namespace, "vendor", [arg], name=table)
     elif kind == "compact":
         spark.sql(
             f"CALL `lake`.system.rewrite_data_files(table => '{namespace}.{table}', "

@@ -12,7 +12,7 @@ from daemon.mv_lifecycle import create_mv
 from daemon.refresh import refresh_mv
 from daemon.refresh_history import latest_refresh
 from tests.oracle import assert_matches_oracle
-from tests.tables import append_trips, create_trips
+from tests.tables import append_trips, create_trips, equality_delete
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -131,5 +131,22 @@ def test_append_then_compaction_in_one_range(lakehouse: Lakehouse, namespace: st
     refresh_mv(lakehouse, mv_id)
     append_trips(lakehouse, namespace, [(2, "b", 2.5, D2), (5, None, 10.0, D1)])
     compact(lakehouse, namespace)
+    assert refresh_mv(lakehouse, mv_id).mode == "incremental"
+    assert_matches_oracle(lakehouse, mv_id)
+
+
+@pytest.mark.parametrize("shape", ["filter", "count-sum", "min-max-avg"])
+def test_equality_deletes_are_incremental(lakehouse: Lakehouse, namespace: str, shape: str) -> None:
+    create_trips(lakehouse, namespace, rows=[*ROWS, (6, "c", 3.0, D3), (7, "c", 4.0, D3)])
+    mv_id = Identifier((namespace,), "mv")
+    create_mv(lakehouse, mv_id, SHAPES[shape], properties={"icemv.refresh-policy": "incremental"})
+    refresh_mv(lakehouse, mv_id)
+    equality_delete(lakehouse, namespace, "vendor", ["c"])
+    append_trips(lakehouse, namespace, [(8, "c", 9.0, D1)])  # a later insert of the key stays
+    result = refresh_mv(lakehouse, mv_id)
+    assert result.mode == "incremental", result
+    assert_matches_oracle(lakehouse, mv_id)
+    equality_delete(lakehouse, namespace, "vendor", [None, "a"])
+    lakehouse.spark.sql(f"DELETE FROM {_trips(lakehouse, namespace)} WHERE id = 5")
     assert refresh_mv(lakehouse, mv_id).mode == "incremental"
     assert_matches_oracle(lakehouse, mv_id)
