@@ -68,6 +68,17 @@ class RunningDaemon:
         assert not self.thread.is_alive(), "daemon did not stop"
 
 
+def kafka_settings(broker: TansuBroker, topic: str) -> dict[str, Any]:
+    """A fresh consumer group on `topic` that reads from the start and joins quickly."""
+    return {
+        "bootstrap_servers": [broker.bootstrap],
+        "topics": [topic],
+        "group_id": f"g-{topic}",
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 6000,
+    }
+
+
 def daemon_config(base: Config, **sections: Any) -> Config:
     update: dict[str, Any] = {"metrics": base.metrics.model_copy(update={"port": 0})}
     for name, values in sections.items():
@@ -110,13 +121,7 @@ def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
     create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
     config = daemon_config(
         test_config,
-        kafka={
-            "bootstrap_servers": [kafka_broker.bootstrap],
-            "topics": [topic],
-            "group_id": f"g-{topic}",
-            "auto_offset_reset": "earliest",
-            "session_timeout_ms": 6000,
-        },
+        kafka=kafka_settings(kafka_broker, topic),
         polling={"interval_seconds": 600},  # events only
         refresh={"coalesce_seconds": 0.2},
     )
@@ -231,13 +236,7 @@ def test_broker_outage_falls_back_to_polling_and_recovers(
     create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
     config = daemon_config(
         test_config,
-        kafka={
-            "bootstrap_servers": [kafka_broker.bootstrap],
-            "topics": [topic],
-            "group_id": f"g-{topic}",
-            "auto_offset_reset": "earliest",
-            "session_timeout_ms": 6000,
-        },
+        kafka=kafka_settings(kafka_broker, topic),
         polling={"interval_seconds": 3},
         refresh={"coalesce_seconds": 0.2},
     )

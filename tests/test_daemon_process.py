@@ -27,7 +27,7 @@ from daemon.refresh_history import refresh_history
 from tests.kafka_broker import TansuBroker, free_port
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips
-from tests.test_daemon import RunningDaemon, daemon_config, is_fresh, wait_for
+from tests.test_daemon import RunningDaemon, daemon_config, is_fresh, kafka_settings, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -153,13 +153,7 @@ def test_two_replicas_share_the_group_and_apply_each_change_once(
             properties={"icemv.refresh-policy": "incremental"},
         )
         mvs.append(mv)
-    kafka = {
-        "bootstrap_servers": [kafka_broker.bootstrap],
-        "topics": [topic],
-        "group_id": f"g-{topic}",
-        "auto_offset_reset": "earliest",
-        "session_timeout_ms": 6000,
-    }
+    kafka = kafka_settings(kafka_broker, topic)
     config = base_config(test_config)
     config["kafka"] = kafka
     config["polling"] = {"interval_seconds": 600}
