@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pyiceberg.exceptions import NoSuchTableError
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
@@ -19,6 +20,7 @@ from sqlglot.schema import MappingSchema
 from daemon.identifiers import Identifier
 from daemon.lakehouse import Lakehouse
 from daemon.view_sql import ViewSqlError, parse_query, table_references
+from daemon.view_store import NoSuchViewError
 
 Shape = Literal["rows", "aggregate"]
 AggregateFunc = Literal["count_star", "count", "sum", "min", "max", "avg", "count_distinct"]
@@ -145,14 +147,17 @@ def _resolve_table(
 ) -> tuple[Identifier, dict[str, str]] | None:
     """The table the query reads for this name: itself, or an MV's storage table."""
     target = identifier
-    if not lakehouse.table_exists(identifier):
-        if not lakehouse.views.exists(identifier):
+    try:
+        table = lakehouse.load_table(identifier)
+    except NoSuchTableError:
+        try:
+            storage = lakehouse.views.load(identifier).metadata.current_version.storage_table
+        except NoSuchViewError:
             return None
-        storage = lakehouse.views.load(identifier).metadata.current_version.storage_table
         if storage is None:
             return None
         target = storage
-    table = lakehouse.load_table(target)
+        table = lakehouse.load_table(storage)
     return target, {f.name: "string" for f in table.schema().fields}
 
 
