@@ -108,6 +108,14 @@ def is_fresh(lakehouse: Lakehouse, mv: Identifier) -> bool:
     return assess_freshness(lakehouse, load_materialized_view(lakehouse, mv)).state == "fresh"
 
 
+def trips_and_mv(lakehouse: Lakehouse, namespace: str) -> tuple[str, Identifier]:
+    """The base table (its uuid) and an incrementally refreshed aggregate MV over it."""
+    table_uuid = str(create_trips(lakehouse, namespace, rows=ROWS).metadata.table_uuid)
+    mv = Identifier((namespace,), "agg")
+    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    return table_uuid, mv
+
+
 def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
     lakehouse: Lakehouse,
     namespace: str,
@@ -116,9 +124,7 @@ def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
     topic: str,
     producer: KafkaProducer,
 ) -> None:
-    table_uuid = str(create_trips(lakehouse, namespace, rows=ROWS).metadata.table_uuid)
-    mv = Identifier((namespace,), "agg")
-    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    table_uuid, mv = trips_and_mv(lakehouse, namespace)
     config = daemon_config(
         test_config,
         kafka=kafka_settings(kafka_broker, topic),
@@ -231,9 +237,7 @@ def test_broker_outage_falls_back_to_polling_and_recovers(
     kafka_broker: TansuBroker,
     topic: str,
 ) -> None:
-    table_uuid = str(create_trips(lakehouse, namespace, rows=ROWS).metadata.table_uuid)
-    mv = Identifier((namespace,), "agg")
-    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    table_uuid, mv = trips_and_mv(lakehouse, namespace)
     config = daemon_config(
         test_config,
         kafka=kafka_settings(kafka_broker, topic),
