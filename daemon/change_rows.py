@@ -1,8 +1,8 @@
 """Weighted change rows of a source table between two snapshots, read with Spark.
 
 Iceberg's incremental read (`start-snapshot-id`) silently drops rows of non-append
-snapshots, and its changelog scan rejects delete files. Instead, from the snapshots'
-manifests:
+snapshots, so it serves only ranges proven append-only; its changelog scan rejects
+delete files. Any other range is read from the snapshots' manifests:
   +1  rows of data files added in the range, read at the new snapshot;
   -1  rows of data files removed in the range, read at the old snapshot;
   -1  rows at the positions that new position-delete files name, read at the old snapshot;
@@ -77,6 +77,9 @@ class ChangeReader:
         from pyspark.sql.functions import lit
 
         name = change.identifier.quoted(self._catalog)
+        if change.kind == "append-only":
+            self.records_scanned += change.changed_records
+            return self._appended(name, change).withColumn(WEIGHT, lit(1))
         table = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             self._spark._jsparkSession, name
         )
@@ -114,6 +117,20 @@ class ChangeReader:
         for part in parts[1:]:
             result = result.unionByName(part)
         return result
+
+    def _appended(self, name: str, change: SourceChange) -> DataFrame:
+        """Rows of an append-only range: Iceberg's incremental read, planned in the JVM.
+
+        Exact for appends only (it drops rows of other operations), hence the kind check.
+        """
+        reader = self._spark.read.format("iceberg")
+        if change.old_snapshot_id is None:  # everything up to the new snapshot is new
+            reader = reader.option("snapshot-id", str(change.new_snapshot_id))
+        else:
+            reader = reader.option("start-snapshot-id", str(change.old_snapshot_id)).option(
+                "end-snapshot-id", str(change.new_snapshot_id)
+            )
+        return reader.load(name)
 
     def _position_deleted(
         self, table: Any, name: str, old: int | None, touched: _Touched, skip: set[str]

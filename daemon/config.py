@@ -114,6 +114,9 @@ class RefreshConfig(_Section):
     auto_full_ratio: float = Field(default=0.25, gt=0)
     # Commits to the sources of one MV within this window yield one refresh.
     coalesce_seconds: float = Field(default=1.0, ge=0)
+    # A patch up to this many rows is collected and committed by pyiceberg instead of a
+    # Spark write (an aggregate MV's patch is its whole storage table); 0: always Spark.
+    driver_commit_max_rows: int = Field(default=500_000, ge=0)
     max_concurrent: int = Field(default=1, ge=1)
     retry_initial_seconds: float = Field(default=2.0, gt=0)
     retry_max_seconds: float = Field(default=300.0, gt=0)

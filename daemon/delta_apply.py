@@ -1,9 +1,13 @@
-"""Turn a view delta into one write on the storage table (MERGE, or append if insert-only).
+"""Turn a view delta into one write on the storage table.
 
 The storage table holds only the view's columns, so rows have no identity: a deleted row
 image is removed by deleting all its copies and re-inserting the survivors (counts read
-from storage), and aggregate rows are addressed by their group keys. Row counts are
-computed before the write so that they go into the same commit as the refresh record.
+from storage), and aggregate rows are addressed by their group keys.
+
+A patch that fits `driver_max_rows` is collected to the driver and committed by pyiceberg
+(`driver_commit`): insert-only rows are appended, and a keyed patch rewrites the storage
+content, which for an aggregate MV is one row per group. Bigger ones are a Spark MERGE,
+or an append. Either way, row counts are known before the commit so that they go into it.
 
 All SQL text here is composed from internal temp-view names and column names that pass
 through `quote_part`; nothing from outside is pasted in unquoted.
@@ -12,11 +16,15 @@ through `quote_part`; nothing from outside is pasted in unquoted.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from daemon.delta_query import argument_column, key_column
+from daemon.driver_commit import collect_bounded
 from daemon.identifiers import quote_part
 from daemon.ivm_analysis import WEIGHT, AggregateColumn, IvmAnalysis
 from daemon.source_changes import FullRefreshRequiredError
@@ -29,19 +37,35 @@ q = quote_part
 
 @dataclass(frozen=True)
 class StoragePatch:
-    """A prepared write: `apply(target)` performs it on the given table reference.
+    """A prepared write: either `apply(target)`, a Spark write to the given table
+    reference, or `rows` to commit from the driver (appended, or the whole new content).
 
-    Row counts are None when computing them up front would cost a Spark job of its own
-    (insert-only deltas): then Iceberg's summary of the same commit has them.
+    Row counts are None when computing them up front would cost a Spark job of its own:
+    then Iceberg's summary of the same commit has them.
     """
 
     rows_inserted: int | None
     rows_deleted: int | None
-    apply: Callable[[str], None]
+    apply: Callable[[str], None] | None = None
+    rows: pa.Table | None = None
+    replaces_all: bool = False
+
+
+@dataclass(frozen=True)
+class PatchTarget:
+    """The storage table as the refresh was planned from."""
+
+    at_plan: str  # SQL reference: the storage table VERSION AS OF the planned snapshot
+    records: int  # records in its data files: an upper bound of its rows
+    driver_max_rows: int  # 0: always write with Spark
+
+    @property
+    def rewritable_from_driver(self) -> bool:
+        return self.driver_max_rows > 0 and self.records <= self.driver_max_rows
 
 
 class _Views:
-    """Temp views of one refresh, dropped at the end."""
+    """Temp views of one refresh, dropped (and uncached) at the end."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -49,11 +73,10 @@ class _Views:
 
     def register(self, purpose: str, sql: str, cache: bool = False) -> str:
         name = f"__icemv_{purpose}_{uuid.uuid4().hex[:12]}"
-        df = self.spark.sql(sql)
-        if cache:
-            df = df.cache()
-        df.createOrReplaceTempView(name)
+        self.spark.sql(sql).createOrReplaceTempView(name)
         self.names.append(name)
+        if cache:
+            self.spark.catalog.cacheTable(name)
         return name
 
     def drop(self) -> None:
@@ -67,11 +90,15 @@ def _null_safe(left: str, right: str, pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def rows_patch(
-    views: _Views, delta_sql: str, outputs: Sequence[str], storage_at_plan: str, insert_only: bool
+    views: _Views, delta_sql: str, outputs: Sequence[str], target: PatchTarget, insert_only: bool
 ) -> StoragePatch:
     cols = ", ".join(q(c) for c in outputs)
     if insert_only:  # every weight is +1: the delta rows are the rows to append
         appended = views.spark.sql(f"SELECT {cols} FROM ({delta_sql})")
+        if target.driver_max_rows:
+            rows = collect_bounded(appended, target.driver_max_rows)
+            if rows is not None:
+                return StoragePatch(rows.num_rows, 0, rows=rows)
 
         def append_all(target: str) -> None:
             appended.writeTo(target).append()
@@ -103,7 +130,7 @@ def rows_patch(
         "neg",
         f"SELECT n.*, COALESCE(c.__icemv_c, 0) AS __icemv_c FROM {net} n LEFT JOIN ("
         f"  SELECT {', '.join('s.' + q(c) for c in outputs)}, COUNT(*) AS __icemv_c"
-        f"  FROM {storage_at_plan} s LEFT SEMI JOIN {net} m"
+        f"  FROM {target.at_plan} s LEFT SEMI JOIN {net} m"
         f"  ON {_null_safe('s', 'm', same)} AND m.__icemv_net < 0"
         f"  GROUP BY {', '.join('s.' + q(c) for c in outputs)}"
         f") c ON {_null_safe('n', 'c', same)} WHERE n.__icemv_net < 0",
@@ -161,12 +188,103 @@ def _merged_value(aggregate: AggregateColumn, old: str, delta: str) -> str:
     return f"{'LEAST' if aggregate.func == 'min' else 'GREATEST'}({old}, {delta})"
 
 
+@dataclass(frozen=True)
+class _KeyedMerge:
+    """A patch keyed like the storage rows (group keys): matched storage rows are deleted
+    or updated, unmatched source rows inserted. Rendered as a Spark MERGE, or as the whole
+    new storage content to commit from the driver.
+
+    Expressions see the storage row as `t` and the source row as `s`.
+    """
+
+    source: str
+    on: str
+    outputs: Sequence[str]
+    updates: Mapping[str, str]  # column -> its new value in a matched row
+    inserts: Sequence[str]  # the value of each output column in an inserted row
+    delete_when: str  # matched rows to delete
+    insert_when: str  # unmatched source rows to insert
+
+    def merge(self, spark: SparkSession, target: str) -> None:
+        clauses = []
+        if self.delete_when != "FALSE":
+            clauses.append(f"WHEN MATCHED AND {self.delete_when} THEN DELETE")
+        if self.updates:
+            sets = ", ".join(f"{q(c)} = {value}" for c, value in self.updates.items())
+            clauses.append(f"WHEN MATCHED THEN UPDATE SET {sets}")
+        clauses.append(
+            f"WHEN NOT MATCHED AND {self.insert_when} "
+            f"THEN INSERT ({', '.join(q(c) for c in self.outputs)}) "
+            f"VALUES ({', '.join(self.inserts)})"
+        )
+        spark.sql(f"MERGE INTO {target} t USING {self.source} s ON {self.on} {' '.join(clauses)}")
+
+    def content_sql(self, storage_at_plan: str, suspect: str) -> str:
+        """Every storage row after the patch, with its fate, as MERGE would leave them.
+
+        Only for storage small enough for the driver: one partition of it joins a small
+        delta without a shuffle.
+
+        `suspect` flags updated rows whose new value cannot be trusted (see callers).
+        """
+        columns = [
+            f"CASE WHEN t.__icemv_here IS NULL THEN {insert} "
+            f"WHEN s.__icemv_hit IS NULL THEN t.{q(c)} "
+            f"ELSE {self.updates.get(c, f't.{q(c)}')} END AS {q(c)}"
+            for c, insert in zip(self.outputs, self.inserts, strict=True)
+        ]
+        status = (
+            f"CASE WHEN t.__icemv_here IS NULL THEN IF({self.insert_when}, 'inserted', 'skipped') "
+            f"WHEN s.__icemv_hit IS NULL THEN 'kept' "
+            f"WHEN {self.delete_when} THEN 'deleted' ELSE 'updated' END"
+        )
+        return (
+            f"SELECT {', '.join(columns)}, {status} AS __icemv_status, "
+            f"COALESCE(t.__icemv_here AND s.__icemv_hit AND NOT ({self.delete_when}) "
+            f"AND ({suspect}), FALSE) AS __icemv_suspect "
+            f"FROM (SELECT /*+ COALESCE(1) */ *, TRUE AS __icemv_here FROM {storage_at_plan}) t "
+            f"FULL OUTER JOIN (SELECT *, TRUE AS __icemv_hit FROM {self.source}) s ON {self.on}"
+        )
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    patch: StoragePatch
+    suspect: bool  # some updated row needs recomputing from the base tables
+
+
+def _rewrite_from_driver(
+    views: _Views, spec: _KeyedMerge, target: PatchTarget, suspect: str = "FALSE"
+) -> _Rewrite | None:
+    """The patched storage content, collected; None if it is too big for the driver."""
+    if not target.rewritable_from_driver:
+        return None
+    content = collect_bounded(
+        views.spark.sql(spec.content_sql(target.at_plan, suspect)), target.driver_max_rows
+    )
+    if content is None:
+        return None
+    status = content["__icemv_status"]
+
+    def count(state: str) -> int:
+        return int(pc.sum(pc.equal(status, state)).as_py() or 0)
+
+    inserted, deleted, updated = count("inserted"), count("deleted"), count("updated")
+    kept = content.filter(pc.is_in(status, pa.array(["kept", "updated", "inserted"])))
+    suspect_rows = bool(pc.any(content["__icemv_suspect"]).as_py())
+    patch = StoragePatch(
+        inserted + updated, deleted + updated, rows=kept.select(list(range(len(spec.outputs)))),
+        replaces_all=True,
+    )  # fmt: skip
+    return _Rewrite(patch, suspect_rows)
+
+
 def merge_aggregates_patch(
     views: _Views,
     analysis: IvmAnalysis,
     pre_delta_sql: str,
     outputs: Sequence[str],
-    storage_at_plan: str,
+    target: PatchTarget,
     with_deletes: bool,
     recompute: Callable[[], StoragePatch],
 ) -> StoragePatch:
@@ -193,68 +311,48 @@ def merge_aggregates_patch(
         f"SELECT {key_list}{', ' if key_list else ''}SUM({q(WEIGHT)}) AS __icemv_dcount, {deltas} "
         f"FROM ({pre_delta_sql})" + (f" GROUP BY {key_list}" if key_list else "")
     )
-    source = views.register("aggd", delta_sql, cache=with_deletes)
+    source = views.register("aggd", delta_sql)
     on = " AND ".join(f"t.{q(out)} <=> s.{alias}" for out, alias in keys) or "TRUE"
     gone = "FALSE"
     if with_deletes and keys:  # a global aggregate always keeps its one row
         assert count_index is not None, "merge-aggregates with deletes needs COUNT(*)"
         counted = outputs[analysis.aggregates[count_index].position]
         gone = f"(t.{q(counted)} + s.__icemv_d{count_index}) = 0"
-    merge = _merge_statement(views, analysis, outputs, keys, source, on, gone, with_deletes)
-    if not with_deletes:  # no suspects; Iceberg's summary of the commit has the counts
-        return StoragePatch(None, None, merge)
+    updates = {
+        outputs[a.position]: _merged_value(a, "t." + q(outputs[a.position]), f"s.__icemv_d{i}")
+        for i, a in enumerate(analysis.aggregates)
+    }
+    inserts = []
+    for position, _ in enumerate(outputs):
+        key = next((alias for out, alias in keys if out == outputs[position]), None)
+        agg = next((i for i, a in enumerate(analysis.aggregates) if a.position == position), None)
+        inserts.append(f"s.{key}" if key else f"s.__icemv_d{agg}")
+    spec = _KeyedMerge(source, on, outputs, updates, inserts, gone, "s.__icemv_dcount > 0")
     suspects = "FALSE"
     if with_deletes and sums:
         suspects = " OR ".join(_may_be_null_now(analysis.aggregates[i], i, outputs) for i in sums)
+    rewrite = _rewrite_from_driver(views, spec, target, suspects)
+    if rewrite is not None:
+        return recompute() if rewrite.suspect else rewrite.patch
+
+    def merge(table: str) -> None:
+        spec.merge(views.spark, table)
+
+    if not with_deletes:  # no suspects; Iceberg's summary of the commit has the counts
+        return StoragePatch(None, None, merge)
+    views.spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
     stats = views.spark.sql(
         f"SELECT COUNT_IF(t.__icemv_here IS NULL AND s.__icemv_dcount > 0), "
         f"COUNT_IF(t.__icemv_here AND {gone}), COUNT_IF(t.__icemv_here AND NOT ({gone})), "
         f"COUNT_IF(t.__icemv_here AND NOT ({gone}) AND ({suspects})) "
         f"FROM {source} s LEFT JOIN "
-        f"(SELECT *, TRUE AS __icemv_here FROM {storage_at_plan}) t ON {on}"
+        f"(SELECT *, TRUE AS __icemv_here FROM {target.at_plan}) t ON {on}"
     ).first()
     assert stats is not None
     new_groups, removed, updated = int(stats[0]), int(stats[1]), int(stats[2])
     if int(stats[3]):
         return recompute()
     return StoragePatch(new_groups + updated, removed + updated, merge)
-
-
-def _merge_statement(
-    views: _Views,
-    analysis: IvmAnalysis,
-    outputs: Sequence[str],
-    keys: Sequence[tuple[str, str]],
-    source: str,
-    on: str,
-    gone: str,
-    with_deletes: bool,
-) -> Callable[[str], None]:
-    updates = ", ".join(
-        f"{q(outputs[a.position])} = "
-        + _merged_value(a, "t." + q(outputs[a.position]), f"s.__icemv_d{i}")
-        for i, a in enumerate(analysis.aggregates)
-    )
-    values = []
-    for position, _ in enumerate(outputs):
-        key = next((alias for out, alias in keys if out == outputs[position]), None)
-        agg = next((i for i, a in enumerate(analysis.aggregates) if a.position == position), None)
-        values.append(f"s.{key}" if key else f"s.__icemv_d{agg}")
-    clauses = []
-    if with_deletes:
-        clauses.append(f"WHEN MATCHED AND {gone} THEN DELETE")
-    if updates:
-        clauses.append(f"WHEN MATCHED THEN UPDATE SET {updates}")
-    clauses.append(
-        "WHEN NOT MATCHED AND s.__icemv_dcount > 0 "
-        f"THEN INSERT ({', '.join(q(c) for c in outputs)}) "
-        f"VALUES ({', '.join(values)})"
-    )
-
-    def merge(target: str) -> None:
-        views.spark.sql(f"MERGE INTO {target} t USING {source} s ON {on} {' '.join(clauses)}")
-
-    return merge
 
 
 def _may_be_null_now(aggregate: AggregateColumn, index: int, outputs: Sequence[str]) -> str:
@@ -273,7 +371,7 @@ def recompute_groups_patch(
     pre_delta_sql: str,
     new_query_sql: str,
     outputs: Sequence[str],
-    storage_at_plan: str,
+    target: PatchTarget,
 ) -> StoragePatch:
     keys = [(outputs[k.position], key_column(i)) for i, k in enumerate(analysis.keys)]
     if not keys:
@@ -292,33 +390,36 @@ def recompute_groups_patch(
         f"  LEFT SEMI JOIN {affected} k2 ON "
         + " AND ".join(f"n.{q(out)} <=> k2.{alias}" for out, alias in keys)
         + f") g ON {match_new}",
-        cache=True,
     )
     on = " AND ".join(f"t.{q(out)} <=> s.{alias}" for out, alias in keys)
+    inserts = [
+        f"s.{next(alias for out, alias in keys if out == c)}" if c in key_outputs else f"s.{q(c)}"
+        for c in outputs
+    ]
+    spec = _KeyedMerge(
+        source,
+        on,
+        outputs,
+        {c: f"s.{q(c)}" for c in others},
+        inserts,
+        "s.__icemv_present IS NULL",
+        "s.__icemv_present",
+    )
+    rewrite = _rewrite_from_driver(views, spec, target)
+    if rewrite is not None:
+        return rewrite.patch
+    views.spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
     stats = views.spark.sql(
         f"SELECT COUNT_IF(t.__icemv_here IS NULL AND s.__icemv_present), "
         f"COUNT_IF(t.__icemv_here AND s.__icemv_present IS NULL), "
         f"COUNT_IF(t.__icemv_here AND s.__icemv_present) "
         f"FROM {source} s LEFT JOIN "
-        f"(SELECT *, TRUE AS __icemv_here FROM {storage_at_plan}) t ON {on}"
+        f"(SELECT *, TRUE AS __icemv_here FROM {target.at_plan}) t ON {on}"
     ).first()
     assert stats is not None
     new_groups, removed, updated = int(stats[0]), int(stats[1]), int(stats[2])
-    values = [
-        f"s.{next(alias for out, alias in keys if out == c)}" if c in key_outputs else f"s.{q(c)}"
-        for c in outputs
-    ]
-    clauses = ["WHEN MATCHED AND s.__icemv_present IS NULL THEN DELETE"]
-    if others:
-        clauses.append(
-            "WHEN MATCHED THEN UPDATE SET " + ", ".join(f"{q(c)} = s.{q(c)}" for c in others)
-        )
-    clauses.append(
-        f"WHEN NOT MATCHED AND s.__icemv_present THEN INSERT ({', '.join(q(c) for c in outputs)}) "
-        f"VALUES ({', '.join(values)})"
-    )
 
-    def merge(target: str) -> None:
-        views.spark.sql(f"MERGE INTO {target} t USING {source} s ON {on} {' '.join(clauses)}")
+    def merge(table: str) -> None:
+        spec.merge(views.spark, table)
 
     return StoragePatch(new_groups + updated, removed + updated, merge)

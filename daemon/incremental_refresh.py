@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from daemon.change_rows import ChangeReader, change_reader
 from daemon.delta_apply import (
+    PatchTarget,
     StoragePatch,
     _Views,
     merge_aggregates_patch,
@@ -28,6 +29,7 @@ from daemon.delta_query import (
     query_at_sql,
     rows_delta_sql,
 )
+from daemon.driver_commit import commit_rows
 from daemon.identifiers import Identifier
 from daemon.ivm_analysis import IvmAnalysis, analyse
 from daemon.lakehouse import Lakehouse
@@ -46,6 +48,7 @@ from daemon.storage_commit import (
 )
 
 if TYPE_CHECKING:
+    from pyiceberg.table.snapshots import Snapshot
     from pyspark.sql import SparkSession
 
 
@@ -110,19 +113,16 @@ def incremental_refresh(
     try:
         with change_reader(spark, lakehouse.catalog_name) as reader:
             if moved:
-                patch = _prepare_patch(
-                    lakehouse,
-                    analysis,
-                    changes,
-                    moved,
-                    reader,
-                    views,
-                    outputs,
-                    mv,
-                    planned_from.snapshot_id,
+                target = PatchTarget(
+                    f"{lakehouse.quoted(mv.storage)} VERSION AS OF {planned_from.snapshot_id}",
+                    _records(planned_from),
+                    lakehouse.config.refresh.driver_commit_max_rows,
                 )
-            else:
-                patch = _empty_patch(lakehouse, mv)
+                patch = _prepare_patch(
+                    lakehouse, analysis, changes, moved, reader, views, outputs, target
+                )
+            else:  # sources moved only by compaction: a new refresh record, no data change
+                patch = StoragePatch(0, 0, rows=storage.schema().as_arrow().empty_table())
             phase("delta")
             details = {
                 "icemv.mode": mode,
@@ -134,12 +134,17 @@ def incremental_refresh(
                 details["icemv.rows-deleted"] = str(patch.rows_deleted)
             properties = commit_properties(state, details)
             scanned = reader.records_scanned
-            commit_via_branch(
-                lakehouse,
-                mv.storage,
-                planned_from.snapshot_id,
-                lambda target: _write(spark, patch, properties, target),
-            )
+            if patch.rows is not None:
+                commit_rows(
+                    storage, planned_from.snapshot_id, patch.rows, patch.replaces_all, properties
+                )
+            else:
+                commit_via_branch(
+                    lakehouse,
+                    mv.storage,
+                    planned_from.snapshot_id,
+                    lambda target: _write(spark, patch, properties, target),
+                )
             phase("commit")
     finally:
         views.drop()
@@ -176,13 +181,16 @@ def _prepare_patch(
     reader: ChangeReader,
     views: _Views,
     outputs: list[str],
-    mv: MaterializedView,
-    planned_from: int,
+    target: PatchTarget,
 ) -> StoragePatch:
     delta_views = {}
     for identifier, change in moved.items():
         name = f"__icemv_delta_{uuid.uuid4().hex[:12]}"
-        reader.change_rows(change).createOrReplaceTempView(name)
+        rows = reader.change_rows(change)
+        if change.changed_records <= target.driver_max_rows:
+            # Small: one partition, so the delta's aggregates and joins need no shuffle.
+            rows = rows.coalesce(1)
+        rows.createOrReplaceTempView(name)
         views.names.append(name)
         delta_views[identifier] = name
     inputs = DeltaInputs(
@@ -191,38 +199,35 @@ def _prepare_patch(
         old={i: c.old_snapshot_id if i in moved else c.new_snapshot_id for i, c in changes.items()},
         new={i: c.new_snapshot_id for i, c in changes.items()},
     )
-    storage_at_plan = f"{lakehouse.quoted(mv.storage)} VERSION AS OF {int(planned_from)}"
     if analysis.shape == "rows":
         delta_sql = rows_delta_sql(analysis, inputs)
         assert delta_sql is not None
         insert_only = all(c.kind == "append-only" for c in moved.values())
-        return rows_patch(views, delta_sql, outputs, storage_at_plan, insert_only)
+        return rows_patch(views, delta_sql, outputs, target, insert_only)
     pre_delta = pre_aggregation_delta_sql(analysis, inputs)
     assert pre_delta is not None
     with_deletes = any(c.kind == "general" for c in moved.values())
     new_sql = query_at_sql(analysis, lakehouse.catalog_name, inputs.new)
 
     def recompute() -> StoragePatch:
-        return recompute_groups_patch(views, analysis, pre_delta, new_sql, outputs, storage_at_plan)
+        return recompute_groups_patch(views, analysis, pre_delta, new_sql, outputs, target)
 
     if analysis.aggregate_strategy(with_deletes) == "merge-aggregates":
         return merge_aggregates_patch(
-            views, analysis, pre_delta, outputs, storage_at_plan, with_deletes, recompute
+            views, analysis, pre_delta, outputs, target, with_deletes, recompute
         )
     return recompute()
 
 
-def _empty_patch(lakehouse: Lakehouse, mv: MaterializedView) -> StoragePatch:
-    """Sources moved only by compaction: commit the new refresh record, no data change."""
-    empty = lakehouse.spark.table(lakehouse.quoted(mv.storage)).limit(0)
-
-    def append(target: str) -> None:
-        empty.writeTo(target).append()
-
-    return StoragePatch(0, 0, append)
+def _records(snapshot: Snapshot) -> int:
+    """Records in the snapshot's data files (deletes not subtracted): a bound of its rows."""
+    summary = snapshot.summary.additional_properties if snapshot.summary else {}
+    return int(summary.get("total-records", 0))
 
 
 def _write(
     spark: SparkSession, patch: StoragePatch, properties: dict[str, str], target: str
 ) -> None:
-    run_with_commit_properties(spark, properties, lambda: patch.apply(target))
+    apply = patch.apply
+    assert apply is not None, "a patch without rows is a Spark write"
+    run_with_commit_properties(spark, properties, lambda: apply(target))

@@ -41,3 +41,10 @@ def assert_matches_oracle(lakehouse: Lakehouse, identifier: Identifier) -> None:
         f"storage differs from the view SQL at the recorded snapshots:\n"
         f"  only in storage: {actual - expected}\n  only in oracle: {expected - actual}"
     )
+
+
+def spark_writes_only(lakehouse: Lakehouse) -> Lakehouse:
+    """The same lakehouse, but every storage patch goes through a Spark write (MERGE)."""
+    config = lakehouse.config
+    refresh = config.refresh.model_copy(update={"driver_commit_max_rows": 0})
+    return Lakehouse(config.model_copy(update={"refresh": refresh}))

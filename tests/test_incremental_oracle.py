@@ -21,7 +21,7 @@ from daemon.identifiers import Identifier
 from daemon.lakehouse import Lakehouse
 from daemon.mv_lifecycle import create_mv
 from daemon.refresh import refresh_mv
-from tests.oracle import assert_matches_oracle
+from tests.oracle import assert_matches_oracle, spark_writes_only
 from tests.tables import append_trips, create_trips, equality_delete
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -135,11 +135,14 @@ def _apply(lakehouse: Lakehouse, namespace: str, op: tuple[Any, ...]) -> None:
 )
 @given(
     write_mode=st.sampled_from(["copy-on-write", "merge-on-read"]),
+    storage_writes=st.sampled_from(["driver", "spark"]),
     operations=st.lists(operation, min_size=3, max_size=8),
 )
 def test_incremental_refresh_matches_the_oracle(
-    lakehouse: Lakehouse, write_mode: str, operations: list[tuple[Any, ...]]
+    lakehouse: Lakehouse, write_mode: str, storage_writes: str, operations: list[tuple[Any, ...]]
 ) -> None:
+    if storage_writes == "spark":  # patches as Spark MERGEs, not collected to the driver
+        lakehouse = spark_writes_only(lakehouse)
     namespace = f"p_{uuid.uuid4().hex[:8]}"
     ensure_namespace(lakehouse.catalog, (namespace,))
     modes = {f"write.{op}.mode": write_mode for op in ("delete", "update", "merge")}

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+import daemon.incremental_refresh as incremental
 from daemon.identifiers import Identifier
 from daemon.lakehouse import Lakehouse
 from daemon.mv_lifecycle import create_mv
 from daemon.refresh import refresh_mv
 from daemon.refresh_history import latest_refresh
-from tests.oracle import assert_matches_oracle
+from daemon.refresh_result import RefreshResult
+from tests.oracle import assert_matches_oracle, spark_writes_only
 from tests.tables import append_trips, create_trips, equality_delete
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -63,10 +67,15 @@ def _trips(lakehouse: Lakehouse, namespace: str) -> str:
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("write_mode", ["copy-on-write", "merge-on-read"])
+@pytest.mark.parametrize(
+    ("write_mode", "storage_writes"),
+    [("copy-on-write", "driver"), ("merge-on-read", "driver"), ("merge-on-read", "spark")],
+)
 def test_each_operation_is_applied_incrementally(
-    lakehouse: Lakehouse, namespace: str, shape: str, write_mode: str
+    lakehouse: Lakehouse, namespace: str, shape: str, write_mode: str, storage_writes: str
 ) -> None:
+    if storage_writes == "spark":
+        lakehouse = spark_writes_only(lakehouse)
     table = create_trips(lakehouse, namespace, rows=ROWS)
     with table.transaction() as tx:
         tx.set_properties(
@@ -150,3 +159,66 @@ def test_equality_deletes_are_incremental(lakehouse: Lakehouse, namespace: str, 
     lakehouse.spark.sql(f"DELETE FROM {_trips(lakehouse, namespace)} WHERE id = 5")
     assert refresh_mv(lakehouse, mv_id).mode == "incremental"
     assert_matches_oracle(lakehouse, mv_id)
+
+
+@pytest.mark.parametrize("storage_writes", ["driver", "spark"])
+def test_a_refresh_that_lost_a_race_is_never_applied(
+    lakehouse: Lakehouse, namespace: str, storage_writes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rival refresh lands between this one's plan and its commit: this one must fail
+    its commit, re-plan, and find the MV fresh; the delta is applied exactly once."""
+    if storage_writes == "spark":
+        lakehouse = spark_writes_only(lakehouse)
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv_id = Identifier((namespace,), "mv")
+    sql = SHAPES["count-sum"]
+    create_mv(lakehouse, mv_id, sql, properties={"icemv.refresh-policy": "incremental"})
+    refresh_mv(lakehouse, mv_id)
+    append_trips(lakehouse, namespace, [(6, "a", 10.0, D1), (7, "z", 1.0, D2)])
+    rivals: list[RefreshResult] = []
+    raced = False
+
+    def rival_first(commit: Callable[..., None]) -> Callable[..., None]:
+        def commit_after_rival(*args: Any, **kwargs: Any) -> None:
+            nonlocal raced
+            if not raced:
+                raced = True
+                rivals.append(refresh_mv(lakehouse, mv_id))  # re-enters: commits first
+            commit(*args, **kwargs)
+
+        return commit_after_rival
+
+    for name in ("commit_rows", "commit_via_branch"):
+        monkeypatch.setattr(incremental, name, rival_first(getattr(incremental, name)))
+    result = refresh_mv(lakehouse, mv_id)
+    assert [r.mode for r in rivals] == ["incremental"]
+    assert (result.mode, result.attempts) == ("skipped", 2)
+    assert_matches_oracle(lakehouse, mv_id)
+    storage = lakehouse.load_table(Identifier((namespace,), "mv__storage"))
+    assert not [ref for ref in storage.metadata.refs if ref != "main"]  # no leftover branch
+
+
+def test_a_patch_too_big_for_the_driver_goes_through_spark(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    config = lakehouse.config
+    refresh = config.refresh.model_copy(update={"driver_commit_max_rows": 2})
+    lakehouse = Lakehouse(config.model_copy(update={"refresh": refresh}))
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv_id = Identifier((namespace,), "mv")
+    create_mv(
+        lakehouse, mv_id, SHAPES["filter"], properties={"icemv.refresh-policy": "incremental"}
+    )
+    refresh_mv(lakehouse, mv_id)
+    for rows in (
+        [(6, "a", 10.0, D1)],  # one row: collected and committed from the driver
+        [(7, "a", 10.0, D1), (8, "b", 9.0, D1), (9, "c", 8.0, D2)],  # three: a Spark write
+    ):
+        append_trips(lakehouse, namespace, rows)
+        result = refresh_mv(lakehouse, mv_id)
+        assert (result.mode, result.rows_inserted) == ("incremental", len(rows))
+        assert_matches_oracle(lakehouse, mv_id)
+        storage = lakehouse.load_table(Identifier((namespace,), "mv__storage"))
+        summary = storage.current_snapshot().summary  # type: ignore[union-attr]
+        assert summary is not None
+        assert ("spark.app.id" in summary.additional_properties) == (len(rows) > 2)

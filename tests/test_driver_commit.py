@@ -1,0 +1,81 @@
+"""Storage commits from the driver (pyiceberg), on a real SQLite-file catalog, no Spark."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType
+
+from daemon.driver_commit import commit_rows
+from daemon.lakehouse import Lakehouse
+from daemon.storage_commit import StorageCommitConflictError
+
+SCHEMA = Schema(
+    NestedField(1, "vendor", StringType(), required=False),
+    NestedField(2, "n", LongType(), required=False),
+    NestedField(3, "s", DoubleType(), required=False),
+)
+
+
+def _rows(*rows: tuple[str | None, int, float | None]) -> pa.Table:
+    # Spark's Arrow types and its own column names: commit_rows conforms them.
+    return pa.table(
+        {
+            "k": pa.array([r[0] for r in rows], pa.string()),
+            "count": pa.array([r[1] for r in rows], pa.int64()),
+            "sum": pa.array([r[2] for r in rows], pa.float64()),
+        }
+    )
+
+
+def _content(table: Table) -> list[tuple[object, ...]]:
+    arrow = table.refresh().scan().to_arrow()
+    return sorted(zip(*(arrow[c].to_pylist() for c in arrow.column_names), strict=True), key=str)
+
+
+def _storage(lakehouse: Lakehouse) -> Table:
+    table = lakehouse.catalog.create_table(("nyc", "storage"), SCHEMA)
+    table.append(_rows(("a", 1, 1.0)).rename_columns(["vendor", "n", "s"]).cast(SCHEMA.as_arrow()))
+    return table
+
+
+def test_append_and_replace_carry_the_properties(sqlite_lakehouse: Lakehouse) -> None:
+    table = _storage(sqlite_lakehouse)
+    planned = table.metadata.current_snapshot_id
+    assert planned is not None
+    commit_rows(table, planned, _rows(("b", 2, None)), False, {"icemv.refresh-id": "r1"})
+    assert _content(table) == [("a", 1, 1.0), ("b", 2, None)]
+    commit_rows(table, table.metadata.current_snapshot_id or 0, _rows((None, 5, 2.5)), True, {})
+    assert _content(table) == [(None, 5, 2.5)]
+    summaries = [s.summary.additional_properties for s in table.snapshots() if s.summary]
+    assert summaries[1]["icemv.refresh-id"] == "r1"
+    assert [s.summary.operation.value for s in table.snapshots() if s.summary] == [
+        "append",
+        "append",
+        "overwrite",
+    ]
+
+
+def test_a_stale_plan_cannot_commit(sqlite_lakehouse: Lakehouse) -> None:
+    stale = _storage(sqlite_lakehouse)
+    planned = stale.metadata.current_snapshot_id
+    assert planned is not None
+    rival = sqlite_lakehouse.catalog.load_table(("nyc", "storage"))
+    commit_rows(rival, planned, _rows(("r", 1, 1.0)), False, {})
+    with pytest.raises(StorageCommitConflictError):  # the table object still says `planned`
+        commit_rows(stale, planned, _rows(("x", 1, 1.0)), True, {})
+    with pytest.raises(StorageCommitConflictError):  # reloaded: main has moved on
+        commit_rows(stale.refresh(), planned, _rows(("x", 1, 1.0)), True, {})
+    assert _content(stale) == [("a", 1, 1.0), ("r", 1, 1.0)]
+
+
+def test_rewrites_do_not_pile_up_manifests(sqlite_lakehouse: Lakehouse) -> None:
+    table = _storage(sqlite_lakehouse)
+    for n in range(6):
+        commit_rows(table, table.metadata.current_snapshot_id or 0, _rows(("a", n, None)), True, {})
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    assert len(snapshot.manifests(table.io)) <= 2
+    assert _content(table) == [("a", 5, None)]
