@@ -52,6 +52,8 @@ class _Touched:
     added: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     position_delete_files: dict[str, list[str]] = field(default_factory=dict)
+    # Data files those name, known from metadata; None: must be read from the files.
+    position_hit: set[str] | None = field(default_factory=set)
     equality_deletes: list[_EqualityDelete] = field(default_factory=list)
     vector_hit: set[str] = field(default_factory=set)
 
@@ -105,9 +107,9 @@ class ChangeReader:
             rows = deleted[0]
             for frame in deleted[1:]:
                 rows = rows.unionByName(frame)
-            # A row deleted both by position and by equality goes once.
-            rows = rows.dropDuplicates(["_file", "_pos"]).drop("_file", "_pos")
-            parts.append(rows.withColumn(WEIGHT, lit(-1)))
+            if len(deleted) > 1:  # a row deleted both by position and by equality goes once
+                rows = rows.dropDuplicates(["_file", "_pos"])
+            parts.append(rows.drop("_file", "_pos").withColumn(WEIGHT, lit(-1)))
         if touched.vector_hit:
             hit = touched.vector_hit - touched.removed - touched.added
             before = self._read(table, name, old, hit)
@@ -141,7 +143,10 @@ class ChangeReader:
         if not touched.position_delete_files:
             return None
         positions = self._positions(touched.position_delete_files)
-        hit = {str(row[0]) for row in positions.select("file_path").distinct().collect()} - skip
+        hit = touched.position_hit
+        if hit is None:  # some delete file names several data files: ask the files
+            hit = {str(row[0]) for row in positions.select("file_path").distinct().collect()}
+        hit = hit - skip
         if not hit:
             return None
         rows = self._read(table, name, old, hit).select("*", "_file", "_pos")
@@ -200,6 +205,7 @@ class ChangeReader:
     def _touched_files(self, table: Any, change: SourceChange) -> _Touched:
         io = table.io()
         touched = _Touched()
+        content_files = self._jvm.org.apache.iceberg.util.ContentFileUtil
         for snapshot_meta in change.snapshots:
             snapshot = table.snapshot(snapshot_meta.snapshot_id)
             touched.added.update(str(f.location()) for f in snapshot.addedDataFiles(io))
@@ -215,6 +221,12 @@ class ChangeReader:
                     touched.position_delete_files.setdefault(file_format, []).append(
                         str(delete.location())
                     )
+                    # The one data file it deletes from, if its metadata says so.
+                    target = content_files.referencedDataFileLocation(delete)
+                    if target is None:
+                        touched.position_hit = None
+                    elif touched.position_hit is not None:
+                        touched.position_hit.add(str(target))
         # A file added and removed within the range is live at neither end.
         gone = touched.added & touched.removed
         touched.added -= gone

@@ -5,7 +5,8 @@ image is removed by deleting all its copies and re-inserting the survivors (coun
 from storage), and aggregate rows are addressed by their group keys.
 
 A patch that fits `driver_max_rows` is collected to the driver and committed by pyiceberg
-(`driver_commit`): insert-only rows are appended, and a keyed patch rewrites the storage
+(`driver_commit`): insert-only rows are appended, deleted row images are dropped from the
+storage files that hold them (`row_image_rewrite`), and a keyed patch rewrites the storage
 content, which for an aggregate MV is one row per group. Bigger ones are a Spark MERGE,
 or an append. Either way, row counts are known before the commit so that they go into it.
 
@@ -22,11 +23,14 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
 
 from daemon.delta_query import argument_column, key_column
-from daemon.driver_commit import collect_bounded
+from daemon.driver_commit import collect_bounded, live_data_files
 from daemon.identifiers import quote_part
 from daemon.ivm_analysis import WEIGHT, AggregateColumn, IvmAnalysis
+from daemon.row_image_rewrite import rewrite_row_images
 from daemon.source_changes import FullRefreshRequiredError
 
 if TYPE_CHECKING:
@@ -38,7 +42,7 @@ q = quote_part
 @dataclass(frozen=True)
 class StoragePatch:
     """A prepared write: either `apply(target)`, a Spark write to the given table
-    reference, or `rows` to commit from the driver (appended, or the whole new content).
+    reference, or `rows` to commit from the driver, replacing the `replaces` files.
 
     Row counts are None when computing them up front would cost a Spark job of its own:
     then Iceberg's summary of the same commit has them.
@@ -48,20 +52,26 @@ class StoragePatch:
     rows_deleted: int | None
     apply: Callable[[str], None] | None = None
     rows: pa.Table | None = None
-    replaces_all: bool = False
+    replaces: tuple[DataFile, ...] = ()
 
 
 @dataclass(frozen=True)
 class PatchTarget:
     """The storage table as the refresh was planned from."""
 
+    table: Table  # as loaded when planned (pyiceberg)
+    snapshot_id: int
     at_plan: str  # SQL reference: the storage table VERSION AS OF the planned snapshot
-    records: int  # records in its data files: an upper bound of its rows
     driver_max_rows: int  # 0: always write with Spark
 
     @property
     def rewritable_from_driver(self) -> bool:
-        return self.driver_max_rows > 0 and self.records <= self.driver_max_rows
+        """The whole storage content may be rewritten from the driver."""
+        snapshot = self.table.metadata.snapshot_by_id(self.snapshot_id)
+        summary = snapshot.summary.additional_properties if snapshot and snapshot.summary else {}
+        # Records in data files, deletes not subtracted: a bound of the rows.
+        records = int(summary.get("total-records", 0))
+        return self.driver_max_rows > 0 and records <= self.driver_max_rows
 
 
 class _Views:
@@ -110,6 +120,16 @@ def rows_patch(
         f"GROUP BY {cols} HAVING SUM({q(WEIGHT)}) <> 0",
         cache=True,
     )
+    if target.driver_max_rows:
+        net_rows = collect_bounded(views.spark.table(net), target.driver_max_rows)
+        if net_rows is not None:
+            rewrite = rewrite_row_images(
+                target.table, target.snapshot_id, net_rows, target.driver_max_rows
+            )
+            if rewrite is not None:
+                return StoragePatch(
+                    rewrite.inserted, rewrite.deleted, rows=rewrite.rows, replaces=rewrite.replaces
+                )
     stats = views.spark.sql(
         f"SELECT COALESCE(SUM(IF(__icemv_net > 0, __icemv_net, 0)), 0), "
         f"COALESCE(SUM(IF(__icemv_net < 0, -__icemv_net, 0)), 0) FROM {net}"
@@ -274,7 +294,7 @@ def _rewrite_from_driver(
     suspect_rows = bool(pc.any(content["__icemv_suspect"]).as_py())
     patch = StoragePatch(
         inserted + updated, deleted + updated, rows=kept.select(list(range(len(spec.outputs)))),
-        replaces_all=True,
+        replaces=tuple(live_data_files(target.table, target.snapshot_id)),
     )  # fmt: skip
     return _Rewrite(patch, suspect_rows)
 

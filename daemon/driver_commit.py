@@ -9,7 +9,7 @@ applied exactly once without a private branch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -59,10 +59,11 @@ def commit_rows(
     storage: Table,
     planned_from: int,
     rows: pa.Table,
-    replace_all: bool,
+    replaces: Sequence[DataFile],
     properties: Mapping[str, str],
 ) -> None:
-    """Append `rows` (or replace the whole content with them) on main, if still planned_from.
+    """Add `rows` and remove the `replaces` data files on main, if main is still at
+    planned_from: one snapshot, an append if nothing is removed.
 
     `storage` must be the table as loaded when the refresh was planned: its main ref is
     the commit's precondition.
@@ -71,11 +72,11 @@ def commit_rows(
 
     if storage.metadata.current_snapshot_id != planned_from:
         raise StorageCommitConflictError(f"storage moved since {planned_from}")
-    rows = _conform(rows, storage)
+    rows = conform_to_storage(rows, storage)
     transaction = storage.transaction()
     snapshot_properties = dict(properties)
-    kind = _ReplaceFiles if replace_all else _AppendFiles
-    operation = Operation.OVERWRITE if replace_all else Operation.APPEND
+    kind = _ReplaceFiles if replaces else _AppendFiles
+    operation = Operation.OVERWRITE if replaces else Operation.APPEND
     producer = kind(
         operation=operation,
         transaction=transaction,
@@ -83,9 +84,8 @@ def commit_rows(
         snapshot_properties=snapshot_properties,
     )
     with producer:
-        if replace_all:
-            for data_file in live_data_files(storage, planned_from):
-                producer.delete_data_file(data_file)
+        for data_file in replaces:
+            producer.delete_data_file(data_file)
         if rows.num_rows:
             for data_file in _dataframe_to_data_files(
                 transaction.table_metadata, rows, storage.io, write_uuid=producer.commit_uuid
@@ -129,7 +129,7 @@ class _ReplaceFiles(_Unregistered, _OverwriteFiles):
         ]
 
 
-def _conform(rows: pa.Table, storage: Table) -> pa.Table:
+def conform_to_storage(rows: pa.Table, storage: Table) -> pa.Table:
     """Spark's Arrow rows under the storage table's own field names, types and ids."""
     target = storage.schema().as_arrow()
     if rows.num_columns != len(target):

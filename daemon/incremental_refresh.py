@@ -48,7 +48,6 @@ from daemon.storage_commit import (
 )
 
 if TYPE_CHECKING:
-    from pyiceberg.table.snapshots import Snapshot
     from pyspark.sql import SparkSession
 
 
@@ -114,8 +113,9 @@ def incremental_refresh(
         with change_reader(spark, lakehouse.catalog_name) as reader:
             if moved:
                 target = PatchTarget(
+                    storage,
+                    planned_from.snapshot_id,
                     f"{lakehouse.quoted(mv.storage)} VERSION AS OF {planned_from.snapshot_id}",
-                    _records(planned_from),
                     lakehouse.config.refresh.driver_commit_max_rows,
                 )
                 patch = _prepare_patch(
@@ -136,7 +136,7 @@ def incremental_refresh(
             scanned = reader.records_scanned
             if patch.rows is not None:
                 commit_rows(
-                    storage, planned_from.snapshot_id, patch.rows, patch.replaces_all, properties
+                    storage, planned_from.snapshot_id, patch.rows, patch.replaces, properties
                 )
             else:
                 commit_via_branch(
@@ -217,12 +217,6 @@ def _prepare_patch(
             views, analysis, pre_delta, outputs, target, with_deletes, recompute
         )
     return recompute()
-
-
-def _records(snapshot: Snapshot) -> int:
-    """Records in the snapshot's data files (deletes not subtracted): a bound of its rows."""
-    summary = snapshot.summary.additional_properties if snapshot.summary else {}
-    return int(summary.get("total-records", 0))
 
 
 def _write(

@@ -8,8 +8,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from daemon.driver_commit import commit_rows
+from daemon.driver_commit import commit_rows, live_data_files
 from daemon.lakehouse import Lakehouse
+from daemon.row_image_rewrite import rewrite_row_images
+from daemon.source_changes import FullRefreshRequiredError
 from daemon.storage_commit import StorageCommitConflictError
 
 SCHEMA = Schema(
@@ -41,13 +43,19 @@ def _storage(lakehouse: Lakehouse) -> Table:
     return table
 
 
+def _replace_all(table: Table, rows: pa.Table) -> None:
+    planned = table.metadata.current_snapshot_id
+    assert planned is not None
+    commit_rows(table, planned, rows, live_data_files(table, planned), {})
+
+
 def test_append_and_replace_carry_the_properties(sqlite_lakehouse: Lakehouse) -> None:
     table = _storage(sqlite_lakehouse)
     planned = table.metadata.current_snapshot_id
     assert planned is not None
-    commit_rows(table, planned, _rows(("b", 2, None)), False, {"icemv.refresh-id": "r1"})
+    commit_rows(table, planned, _rows(("b", 2, None)), (), {"icemv.refresh-id": "r1"})
     assert _content(table) == [("a", 1, 1.0), ("b", 2, None)]
-    commit_rows(table, table.metadata.current_snapshot_id or 0, _rows((None, 5, 2.5)), True, {})
+    _replace_all(table, _rows((None, 5, 2.5)))
     assert _content(table) == [(None, 5, 2.5)]
     summaries = [s.summary.additional_properties for s in table.snapshots() if s.summary]
     assert summaries[1]["icemv.refresh-id"] == "r1"
@@ -63,19 +71,48 @@ def test_a_stale_plan_cannot_commit(sqlite_lakehouse: Lakehouse) -> None:
     planned = stale.metadata.current_snapshot_id
     assert planned is not None
     rival = sqlite_lakehouse.catalog.load_table(("nyc", "storage"))
-    commit_rows(rival, planned, _rows(("r", 1, 1.0)), False, {})
+    commit_rows(rival, planned, _rows(("r", 1, 1.0)), (), {})
+    replaced = live_data_files(stale, planned)
     with pytest.raises(StorageCommitConflictError):  # the table object still says `planned`
-        commit_rows(stale, planned, _rows(("x", 1, 1.0)), True, {})
+        commit_rows(stale, planned, _rows(("x", 1, 1.0)), replaced, {})
     with pytest.raises(StorageCommitConflictError):  # reloaded: main has moved on
-        commit_rows(stale.refresh(), planned, _rows(("x", 1, 1.0)), True, {})
+        commit_rows(stale.refresh(), planned, _rows(("x", 1, 1.0)), replaced, {})
     assert _content(stale) == [("a", 1, 1.0), ("r", 1, 1.0)]
 
 
 def test_rewrites_do_not_pile_up_manifests(sqlite_lakehouse: Lakehouse) -> None:
     table = _storage(sqlite_lakehouse)
     for n in range(6):
-        commit_rows(table, table.metadata.current_snapshot_id or 0, _rows(("a", n, None)), True, {})
+        _replace_all(table, _rows(("a", n, None)))
     snapshot = table.current_snapshot()
     assert snapshot is not None
     assert len(snapshot.manifests(table.io)) <= 2
     assert _content(table) == [("a", 5, None)]
+
+
+def _net(*rows: tuple[str | None, int, float | None, int]) -> pa.Table:
+    """Row images (storage columns) with their net copies, as Spark hands them over."""
+    return _rows(*(r[:3] for r in rows)).append_column(
+        "__icemv_net", pa.array([r[3] for r in rows], pa.int64())
+    )
+
+
+def test_deleted_images_leave_only_the_files_holding_them(sqlite_lakehouse: Lakehouse) -> None:
+    table = _storage(sqlite_lakehouse)
+    planned = table.metadata.current_snapshot_id or 0
+    (first,) = (f.file_path for f in live_data_files(table, planned))  # holds (a, 1, 1.0)
+    commit_rows(table, planned, _rows(("b", 2, None), ("b", 2, None), (None, 3, 3.0)), (), {})
+    commit_rows(table, table.metadata.current_snapshot_id or 0, _rows(("b", 2, None)), (), {})
+    planned = table.metadata.current_snapshot_id or 0
+    # Two of three copies of a NULL-bearing duplicate and the NULL-keyed row go; one inserted.
+    net = _net(("b", 2, None, -2), (None, 3, 3.0, -1), ("c", 9, None, 2))
+    rewrite = rewrite_row_images(table, planned, net, max_rows=100)
+    assert rewrite is not None
+    assert (rewrite.inserted, rewrite.deleted) == (2, 3)
+    assert rewrite.replaces  # the file(s) the two (b, 2, None) copies came from
+    assert first not in {f.file_path for f in rewrite.replaces}  # it holds no deleted image
+    commit_rows(table, planned, rewrite.rows, rewrite.replaces, {})
+    assert _content(table) == [("a", 1, 1.0), ("b", 2, None), ("c", 9, None), ("c", 9, None)]
+    assert rewrite_row_images(table, table.metadata.current_snapshot_id or 0, net, 1) is None
+    with pytest.raises(FullRefreshRequiredError, match="storage-inconsistent"):
+        rewrite_row_images(table, table.metadata.current_snapshot_id or 0, net, 100)
