@@ -127,6 +127,7 @@ def incremental_refresh(
             details = {
                 "icemv.mode": mode,
                 "icemv.reason": "source-changed" if moved else "no-logical-change",
+                "icemv.storage-write": "spark" if patch.rows is None else "driver",
             }
             if patch.rows_inserted is not None:
                 details["icemv.rows-inserted"] = str(patch.rows_inserted)

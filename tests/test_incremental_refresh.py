@@ -221,4 +221,6 @@ def test_a_patch_too_big_for_the_driver_goes_through_spark(
         storage = lakehouse.load_table(Identifier((namespace,), "mv__storage"))
         summary = storage.current_snapshot().summary  # type: ignore[union-attr]
         assert summary is not None
-        assert ("spark.app.id" in summary.additional_properties) == (len(rows) > 2)
+        written = "spark" if len(rows) > 2 else "driver"
+        assert summary.additional_properties["icemv.storage-write"] == written
+        assert ("spark.app.id" in summary.additional_properties) == (written == "spark")
