@@ -19,7 +19,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -209,6 +210,18 @@ def _merged_value(aggregate: AggregateColumn, old: str, delta: str) -> str:
 
 
 @dataclass(frozen=True)
+class _Counts:
+    inserted: int
+    deleted: int
+    updated: int
+    suspect: bool  # some updated row needs recomputing from the base tables
+
+    def patch(self, **write: Any) -> StoragePatch:
+        # An updated row counts once as deleted and once as inserted.
+        return StoragePatch(self.inserted + self.updated, self.deleted + self.updated, **write)
+
+
+@dataclass(frozen=True)
 class _KeyedMerge:
     """A patch keyed like the storage rows (group keys): matched storage rows are deleted
     or updated, unmatched source rows inserted. Rendered as a Spark MERGE, or as the whole
@@ -238,6 +251,19 @@ class _KeyedMerge:
             f"VALUES ({', '.join(self.inserts)})"
         )
         spark.sql(f"MERGE INTO {target} t USING {self.source} s ON {self.on} {' '.join(clauses)}")
+
+    def counts(self, spark: SparkSession, storage_at_plan: str, suspect: str = "FALSE") -> _Counts:
+        """What the MERGE will do, counted before it runs (one Spark job)."""
+        stats = spark.sql(
+            f"SELECT COUNT_IF(t.__icemv_here IS NULL AND {self.insert_when}), "
+            f"COUNT_IF(t.__icemv_here AND {self.delete_when}), "
+            f"COUNT_IF(t.__icemv_here AND NOT ({self.delete_when})), "
+            f"COUNT_IF(t.__icemv_here AND NOT ({self.delete_when}) AND ({suspect})) "
+            f"FROM {self.source} s LEFT JOIN "
+            f"(SELECT *, TRUE AS __icemv_here FROM {storage_at_plan}) t ON {self.on}"
+        ).first()
+        assert stats is not None
+        return _Counts(int(stats[0]), int(stats[1]), int(stats[2]), bool(stats[3]))
 
     def content_sql(self, storage_at_plan: str, suspect: str) -> str:
         """Every storage row after the patch, with its fate, as MERGE would leave them.
@@ -289,14 +315,16 @@ def _rewrite_from_driver(
     def count(state: str) -> int:
         return int(pc.sum(pc.equal(status, state)).as_py() or 0)
 
-    inserted, deleted, updated = count("inserted"), count("deleted"), count("updated")
-    kept = content.filter(pc.is_in(status, pa.array(["kept", "updated", "inserted"])))
-    suspect_rows = bool(pc.any(content["__icemv_suspect"]).as_py())
-    patch = StoragePatch(
-        inserted + updated, deleted + updated, rows=kept.select(list(range(len(spec.outputs)))),
-        replaces=tuple(live_data_files(target.table, target.snapshot_id)),
+    counts = _Counts(
+        count("inserted"), count("deleted"), count("updated"),
+        bool(pc.any(content["__icemv_suspect"]).as_py()),
     )  # fmt: skip
-    return _Rewrite(patch, suspect_rows)
+    kept = content.filter(pc.is_in(status, pa.array(["kept", "updated", "inserted"])))
+    patch = counts.patch(
+        rows=kept.select(list(range(len(spec.outputs)))),
+        replaces=tuple(live_data_files(target.table, target.snapshot_id)),
+    )
+    return _Rewrite(patch, counts.suspect)
 
 
 def merge_aggregates_patch(
@@ -355,24 +383,12 @@ def merge_aggregates_patch(
     if rewrite is not None:
         return recompute() if rewrite.suspect else rewrite.patch
 
-    def merge(table: str) -> None:
-        spec.merge(views.spark, table)
-
+    merge = partial(spec.merge, views.spark)
     if not with_deletes:  # no suspects; Iceberg's summary of the commit has the counts
         return StoragePatch(None, None, merge)
     views.spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
-    stats = views.spark.sql(
-        f"SELECT COUNT_IF(t.__icemv_here IS NULL AND s.__icemv_dcount > 0), "
-        f"COUNT_IF(t.__icemv_here AND {gone}), COUNT_IF(t.__icemv_here AND NOT ({gone})), "
-        f"COUNT_IF(t.__icemv_here AND NOT ({gone}) AND ({suspects})) "
-        f"FROM {source} s LEFT JOIN "
-        f"(SELECT *, TRUE AS __icemv_here FROM {target.at_plan}) t ON {on}"
-    ).first()
-    assert stats is not None
-    new_groups, removed, updated = int(stats[0]), int(stats[1]), int(stats[2])
-    if int(stats[3]):
-        return recompute()
-    return StoragePatch(new_groups + updated, removed + updated, merge)
+    counts = spec.counts(views.spark, target.at_plan, suspects)
+    return recompute() if counts.suspect else counts.patch(apply=merge)
 
 
 def _may_be_null_now(aggregate: AggregateColumn, index: int, outputs: Sequence[str]) -> str:
@@ -429,17 +445,5 @@ def recompute_groups_patch(
     if rewrite is not None:
         return rewrite.patch
     views.spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
-    stats = views.spark.sql(
-        f"SELECT COUNT_IF(t.__icemv_here IS NULL AND s.__icemv_present), "
-        f"COUNT_IF(t.__icemv_here AND s.__icemv_present IS NULL), "
-        f"COUNT_IF(t.__icemv_here AND s.__icemv_present) "
-        f"FROM {source} s LEFT JOIN "
-        f"(SELECT *, TRUE AS __icemv_here FROM {target.at_plan}) t ON {on}"
-    ).first()
-    assert stats is not None
-    new_groups, removed, updated = int(stats[0]), int(stats[1]), int(stats[2])
-
-    def merge(table: str) -> None:
-        spec.merge(views.spark, table)
-
-    return StoragePatch(new_groups + updated, removed + updated, merge)
+    counts = spec.counts(views.spark, target.at_plan)
+    return counts.patch(apply=partial(spec.merge, views.spark))
