@@ -1,7 +1,7 @@
 """Commit a small storage patch from the driver with pyiceberg, in one snapshot.
 
 A Spark write costs a job of its own plus a MERGE's planning (0.17 s for an append,
-0.8–1.1 s for a MERGE into a 1,825-row table, measured here); a patch of a few thousand rows
+0.8-1.1 s for a MERGE into a 1,825-row table, measured here); a patch of a few thousand rows
 collected as Arrow and written by pyiceberg costs tens of milliseconds. The commit
 asserts that main is still at the snapshot the refresh was planned from, so a delta is
 applied exactly once without a private branch.
