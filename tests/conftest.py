@@ -10,9 +10,9 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from daemon.catalog import ensure_namespace
-from daemon.config import Config, parse_config
-from daemon.lakehouse import Lakehouse
+from icemv.catalog.jdbc import ensure_namespace
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import Config, parse_config
 from tests.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
 
 ADMIN_URL = os.environ.get("ICEMV_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -32,7 +32,7 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if _reachable(ADMIN_URL):
         yield ADMIN_URL
         return
-    from daemon.embedded_postgres import EmbeddedPostgres
+    from icemv.catalog.embedded.server import EmbeddedPostgres
 
     server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data", database="postgres")
     yield server.start()
@@ -81,7 +81,7 @@ def test_config(pg_database: str, tmp_path_factory: pytest.TempPathFactory) -> C
 def lakehouse(test_config: Config) -> Iterator[Lakehouse]:
     lakehouse = Lakehouse(test_config)
     yield lakehouse
-    from daemon.spark_session import stop_spark
+    from icemv.engine.spark import stop_spark
 
     stop_spark()
 

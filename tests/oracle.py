@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.materialized_view import load_materialized_view
-from daemon.refresh_history import latest_refresh
-from daemon.source_pinning import pin_sources
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
+from icemv.mv.history import latest_refresh
+from icemv.mv.model import load_materialized_view
+from icemv.sql.pinning import pin_sources
 
 
 def _normalized(row: Any) -> tuple[Any, ...]:

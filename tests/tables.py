@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.table import Table
 
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
 
 TRIPS = pa.schema(
     [

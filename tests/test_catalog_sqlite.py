@@ -8,18 +8,22 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from daemon.freshness import assess_freshness
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.materialized_view import (
+from icemv.catalog.jdbc_views import (
+    NoSuchViewError,
+    ViewAlreadyExistsError,
+    ViewCommitConflictError,
+)
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
+from icemv.mv.freshness import assess_freshness
+from icemv.mv.history import history_as_6420, latest_refresh, refresh_history
+from icemv.mv.model import (
     NotAMaterializedViewError,
     list_materialized_views,
     load_materialized_view,
 )
-from daemon.refresh_history import history_as_6420, latest_refresh, refresh_history
-from daemon.refresh_state import RefreshState, SourceState, encode_refresh_state
-from daemon.view_metadata import new_view_metadata
-from daemon.view_store import NoSuchViewError, ViewAlreadyExistsError, ViewCommitConflictError
+from icemv.spec.refresh_state import RefreshState, SourceState, encode_refresh_state
+from icemv.spec.view_metadata import new_view_metadata
 
 BASE = Identifier(("nyc",), "taxis")
 MV = Identifier(("nyc",), "agg")

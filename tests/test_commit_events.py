@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.commit_events import (
+from icemv.events.parse import (
     BadEventError,
     EventDeduplicator,
     EventHint,

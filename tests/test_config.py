@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import ConfigError, load_config, masked_dump, parse_config
+from icemv.config import ConfigError, load_config, masked_dump, parse_config
 
 
 def test_defaults_are_the_embedded_lakehouse() -> None:

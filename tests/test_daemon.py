@@ -15,14 +15,14 @@ import pytest
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.commit_events import encode_icemv_event
-from daemon.config import Config
-from daemon.freshness import assess_freshness
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.materialized_view import load_materialized_view
-from daemon.mv_lifecycle import create_mv
-from daemon.service import Daemon
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import Config
+from icemv.events.parse import encode_icemv_event
+from icemv.identifiers import Identifier
+from icemv.mv.freshness import assess_freshness
+from icemv.mv.lifecycle import create_mv
+from icemv.mv.model import load_materialized_view
+from icemv.service.daemon import Daemon
 from tests.kafka_broker import TansuBroker
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips

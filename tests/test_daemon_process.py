@@ -18,12 +18,12 @@ import pytest
 import yaml
 from kafka import KafkaProducer
 
-from daemon.commit_events import encode_icemv_event
-from daemon.config import Config
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.mv_lifecycle import create_mv
-from daemon.refresh_history import refresh_history
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import Config
+from icemv.events.parse import encode_icemv_event
+from icemv.identifiers import Identifier
+from icemv.mv.history import refresh_history
+from icemv.mv.lifecycle import create_mv
 from tests.kafka_broker import TansuBroker, free_port
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips
@@ -212,7 +212,7 @@ def test_emit_publishes_the_tables_current_snapshot(
 ) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
-    from daemon.commit_events import TableCommitHint, parse_event
+    from icemv.events.parse import TableCommitHint, parse_event
 
     table = create_trips(lakehouse, namespace, rows=[(1, "a", 1.0, None)])
     topic = f"emit-{uuid.uuid4().hex[:8]}"

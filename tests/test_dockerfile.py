@@ -31,8 +31,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from daemon.cli import build_parser
-from daemon.config import Config
+from icemv.cli.main import build_parser
+from icemv.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -325,7 +325,12 @@ def test_no_secrets_in_the_image() -> None:
 
 
 def test_dockerignore_keeps_the_context_to_what_the_build_copies() -> None:
-    for path in ("pyproject.toml", "README.md", "daemon/cli.py", "deploy/docker/requirements.txt"):
+    for path in (
+        "pyproject.toml",
+        "README.md",
+        "daemon/icemv/cli/main.py",
+        "deploy/docker/requirements.txt",
+    ):
         assert in_build_context(path), path
     for path in (
         ".git/config",
@@ -333,7 +338,7 @@ def test_dockerignore_keeps_the_context_to_what_the_build_copies() -> None:
         "lakehouse/catalog-postgres/PG_VERSION",
         "tests/test_dockerfile.py",
         "helm/icemv/values.yaml",
-        "daemon/__pycache__/cli.cpython-311.pyc",
+        "daemon/icemv/__pycache__/cli.cpython-311.pyc",
         ".env",
     ):
         assert not in_build_context(path), path
@@ -483,7 +488,7 @@ def test_build_stage_wheel_builds_installs_and_runs(tmp_path: Path) -> None:
     )
     context = tmp_path / "src"
     stage_build_context(context)
-    assert (context / "daemon" / "cli.py").is_file()
+    assert (context / "daemon" / "icemv" / "cli" / "main.py").is_file()
     assert not list(context.rglob("__pycache__"))
 
     # 1. `pip wheel` exactly as the Dockerfile has it, with this interpreter as /opt/build.
@@ -536,6 +541,8 @@ def test_build_stage_wheel_builds_installs_and_runs(tmp_path: Path) -> None:
     assert helped.stdout.startswith("usage: icemv")
     assert re.search(r"^\s+run\s", helped.stdout, re.MULTILINE), helped.stdout
     origin = subprocess.check_output(
-        [python, "-c", "import daemon.cli; print(daemon.cli.__file__)"], cwd=tmp_path, text=True
+        [python, "-c", "import icemv.cli.main; print(icemv.cli.main.__file__)"],
+        cwd=tmp_path,
+        text=True,
     )
     assert Path(origin.strip()).is_relative_to(site), origin

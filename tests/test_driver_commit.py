@@ -8,11 +8,11 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from daemon.driver_commit import commit_rows, live_data_files
-from daemon.lakehouse import Lakehouse
-from daemon.row_image_rewrite import rewrite_row_images
-from daemon.source_changes import FullRefreshRequiredError
-from daemon.storage_commit import StorageCommitConflictError
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.refresh.changes.classify import FullRefreshRequiredError
+from icemv.refresh.commit.driver import commit_rows, live_data_files
+from icemv.refresh.commit.spark_write import StorageCommitConflictError
+from icemv.refresh.patch.row_images import rewrite_row_images
 
 SCHEMA = Schema(
     NestedField(1, "vendor", StringType(), required=False),

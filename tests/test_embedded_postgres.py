@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from daemon.embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
+from icemv.catalog.embedded.server import EmbeddedPostgres, EmbeddedPostgresError
 
 pytestmark = pytest.mark.postgres
 
@@ -36,7 +36,7 @@ import os, sys
 from pathlib import Path
 import structlog
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is ours
-from daemon.embedded_postgres import EmbeddedPostgres
+from icemv.catalog.embedded.server import EmbeddedPostgres
 pg = EmbeddedPostgres(Path(sys.argv[1]))
 print(pg.start(), flush=True)
 cmd = sys.stdin.readline().strip()

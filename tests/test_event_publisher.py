@@ -17,9 +17,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from pydantic import SecretStr
 
-from daemon.commit_events import TableCommitHint, ViewChangeHint, parse_event
-from daemon.config import KafkaConfig
-from daemon.event_publisher import CommitEventPublisher, kafka_client_kwargs, publish_commit_event
+from icemv.config import KafkaConfig
+from icemv.events.parse import TableCommitHint, ViewChangeHint, parse_event
+from icemv.events.publisher import CommitEventPublisher, kafka_client_kwargs, publish_commit_event
 from tests.kafka_broker import TansuBroker, free_port, kafka_broker  # noqa: F401
 
 TABLE_UUID = "6891e4cd-ebac-4e4a-b511-dd3bcb3b6798"

@@ -8,16 +8,20 @@ import json
 import pytest
 from pyiceberg.exceptions import NoSuchTableError
 
-from daemon.config import MaterializedViewSpec
-from daemon.freshness import assess_freshness
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.materialized_view import load_materialized_view
-from daemon.mv_lifecycle import apply_declared, create_mv, drop_mv, replace_mv
-from daemon.refresh import refresh_mv
-from daemon.refresh_history import latest_refresh
-from daemon.storage_commit import StorageCommitConflictError, commit_properties, overwrite_storage
-from daemon.view_sql import ViewSqlError
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import MaterializedViewSpec
+from icemv.identifiers import Identifier
+from icemv.mv.freshness import assess_freshness
+from icemv.mv.history import latest_refresh
+from icemv.mv.lifecycle import apply_declared, create_mv, drop_mv, replace_mv
+from icemv.mv.model import load_materialized_view
+from icemv.refresh.commit.spark_write import (
+    StorageCommitConflictError,
+    commit_properties,
+    overwrite_storage,
+)
+from icemv.refresh.policy import refresh_mv
+from icemv.sql.parse import ViewSqlError
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips
 

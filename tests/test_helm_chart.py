@@ -25,10 +25,10 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-import daemon.refresh
-from daemon.cli import build_parser
-from daemon.config import Config, MaterializedViewSpec, load_config, parse_config
-from daemon.metrics import METRIC_NAMES, Metrics
+import icemv.refresh.policy
+from icemv.cli.main import build_parser
+from icemv.config import Config, MaterializedViewSpec, load_config, parse_config
+from icemv.service.metrics import METRIC_NAMES, Metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "helm" / "icemv"
@@ -629,7 +629,7 @@ def check_promql(expr: str, where: str) -> set[str]:
             names.add(name)
             family = HISTOGRAM_SUFFIX.sub("", name) if name not in METRIC_NAMES else name
             if family not in METRIC_NAMES:
-                problems.append(f"{name} is not in daemon.metrics.METRIC_NAMES")
+                problems.append(f"{name} is not in icemv.service.metrics.METRIC_NAMES")
             if name not in series:
                 problems.append(f"{name} is not a series icemv exports")
                 return
@@ -708,8 +708,8 @@ def test_alert_expressions_mean_what_operations_md_says(chart: Any) -> None:
     assert excluded is not None
     assert set(excluded.group(1).split("|")) == EXPECTED_FULL_REASONS
     # Those reasons are the ones icemv gives to full refreshes that are not fallbacks.
-    assert set(daemon.refresh.INHERENTLY_FULL) <= EXPECTED_FULL_REASONS
-    source = inspect.getsource(daemon.refresh)
+    assert set(icemv.refresh.policy.INHERENTLY_FULL) <= EXPECTED_FULL_REASONS
+    source = inspect.getsource(icemv.refresh.policy)
     assert '"requested"' in source and '"policy-full"' in source
     assert re.search(r"icemv_ready\{[^}]*\}\) == 0", rules["IcemvNotReady"]["expr"])
     assert rules["IcemvAbsent"]["expr"].strip().startswith("absent(icemv_ready{")
@@ -734,7 +734,7 @@ def test_alert_expressions_mean_what_operations_md_says(chart: Any) -> None:
 
 
 def test_promql_check_catches_unknown_metrics_and_labels() -> None:
-    with pytest.raises(AssertionError, match=r"not in daemon\.metrics\.METRIC_NAMES"):
+    with pytest.raises(AssertionError, match=r"not in icemv\.service\.metrics\.METRIC_NAMES"):
         check_promql("rate(icemv_refresh_total[5m])", "typo")
     with pytest.raises(AssertionError, match="has no label"):
         check_promql('icemv_kafka_consumer_lag{mv="x"}', "label")

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.http_server import HttpServer, RefreshRequestOutcome
-from daemon.metrics import Metrics
+from icemv.service.http import HttpServer, RefreshRequestOutcome
+from icemv.service.metrics import Metrics
 
 KNOWN_MVS = {"analytics.daily", "odd name/x"}
 

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from daemon.catalog import ensure_namespace
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.mv_lifecycle import create_mv
-from daemon.refresh import refresh_mv
+from icemv.catalog.jdbc import ensure_namespace
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
+from icemv.mv.lifecycle import create_mv
+from icemv.refresh.policy import refresh_mv
 from tests.oracle import assert_matches_oracle, spark_writes_only
 from tests.tables import append_trips, create_trips, equality_delete
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-import daemon.incremental_refresh as incremental
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.mv_lifecycle import create_mv
-from daemon.refresh import refresh_mv
-from daemon.refresh_history import latest_refresh
-from daemon.refresh_result import RefreshResult
+import icemv.refresh.incremental as incremental
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
+from icemv.mv.history import latest_refresh
+from icemv.mv.lifecycle import create_mv
+from icemv.refresh.policy import refresh_mv
+from icemv.refresh.result import RefreshResult
 from tests.oracle import assert_matches_oracle, spark_writes_only
 from tests.tables import append_trips, create_trips, equality_delete
 

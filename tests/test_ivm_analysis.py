@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from daemon.ivm_analysis import analyse
-from daemon.lakehouse import Lakehouse
-from daemon.mv_explain import explain_analysis, render_explain
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.mv.explain import explain_analysis, render_explain
+from icemv.sql.analysis import analyse
 
 SCHEMA = pa.schema([("id", pa.int64()), ("vendor", pa.string()), ("fare", pa.float64())])
 

@@ -7,13 +7,13 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.freshness import Freshness, SourceFreshness, State
-from daemon.identifiers import Identifier
-from daemon.metrics import METRIC_NAMES, Metrics
-from daemon.refresh_history import RefreshRecord
-from daemon.refresh_result import Mode, RefreshResult
-from daemon.refresh_state import RefreshState, SourceState
-from daemon.storage_commit import StorageCommitConflictError
+from icemv.identifiers import Identifier
+from icemv.mv.freshness import Freshness, SourceFreshness, State
+from icemv.mv.history import RefreshRecord
+from icemv.refresh.commit.spark_write import StorageCommitConflictError
+from icemv.refresh.result import Mode, RefreshResult
+from icemv.service.metrics import METRIC_NAMES, Metrics
+from icemv.spec.refresh_state import RefreshState, SourceState
 
 MV = Identifier(("analytics",), "daily")
 SOURCE = SourceState("table", ("raw",), "orders", snapshot_id=7)

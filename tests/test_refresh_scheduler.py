@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from daemon.config import RefreshConfig
-from daemon.identifiers import Identifier
-from daemon.refresh_result import Mode, RefreshResult
-from daemon.refresh_scheduler import RefreshScheduler
+from icemv.config import RefreshConfig
+from icemv.identifiers import Identifier
+from icemv.refresh.result import Mode, RefreshResult
+from icemv.service.scheduler import RefreshScheduler
 
 TIMEOUT = 5.0
 A, B, C, D = (Identifier(("db",), name) for name in "abcd")

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from daemon.refresh_state import (
+from icemv.spec.refresh_state import (
     RefreshState,
     RefreshStateError,
     SourceState,

@@ -1,8 +1,8 @@
 import gzip
 import json
 
-from daemon.identifiers import Identifier
-from daemon.view_metadata import decode_view_metadata, encode_view_metadata, new_view_metadata
+from icemv.identifiers import Identifier
+from icemv.spec.view_metadata import decode_view_metadata, encode_view_metadata, new_view_metadata
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "d", "type": "date", "required": False}]}
 

@@ -1,8 +1,8 @@
 import pytest
 
-from daemon.identifiers import Identifier, InvalidIdentifierError
-from daemon.partitioning import PartitionSpecError, parse_partition_field
-from daemon.view_sql import (
+from icemv.identifiers import Identifier, InvalidIdentifierError
+from icemv.spec.partitioning import PartitionSpecError, parse_partition_field
+from icemv.sql.parse import (
     ViewSqlError,
     duplicate_names,
     parse_query,

@@ -21,20 +21,20 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from daemon.commit_events import encode_icemv_event
-from daemon.config import Config, parse_config
-from daemon.event_publisher import CommitEventPublisher
-from daemon.event_router import EventRouter
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.metrics import Metrics
-from daemon.mv_lifecycle import create_mv
-from daemon.refresh import refresh_mv
-from daemon.refresh_history import refresh_history
-from daemon.refresh_result import RefreshResult
-from daemon.refresh_scheduler import RefreshScheduler
-from daemon.service import Daemon
-from daemon.source_index import SourceIndex
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import Config, parse_config
+from icemv.events.parse import encode_icemv_event
+from icemv.events.publisher import CommitEventPublisher
+from icemv.identifiers import Identifier
+from icemv.mv.history import refresh_history
+from icemv.mv.lifecycle import create_mv
+from icemv.refresh.policy import refresh_mv
+from icemv.refresh.result import RefreshResult
+from icemv.service.daemon import Daemon
+from icemv.service.metrics import Metrics
+from icemv.service.router import EventRouter
+from icemv.service.scheduler import RefreshScheduler
+from icemv.service.source_index import SourceIndex
 from tests.benchmarks.bench_refresh import ROW_EXPR
 from tests.kafka_broker import TansuBroker
 

@@ -20,14 +20,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from daemon.catalog import ensure_namespace
-from daemon.config import parse_config
-from daemon.full_refresh import full_refresh
-from daemon.identifiers import Identifier
-from daemon.lakehouse import Lakehouse
-from daemon.materialized_view import load_materialized_view
-from daemon.mv_lifecycle import create_mv
-from daemon.refresh import refresh_mv
+from icemv.catalog.jdbc import ensure_namespace
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import parse_config
+from icemv.identifiers import Identifier
+from icemv.mv.lifecycle import create_mv
+from icemv.mv.model import load_materialized_view
+from icemv.refresh.full import full_refresh
+from icemv.refresh.policy import refresh_mv
 
 SHAPES = {
     "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",

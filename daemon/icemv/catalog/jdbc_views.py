@@ -1,0 +1,141 @@
+"""Iceberg views in the JDBC catalog, with the atomicity table commits have.
+
+pyiceberg's SqlCatalog has no view support, so views are read and written here, in the
+same `iceberg_tables` rows (``iceberg_type = 'VIEW'``) that Iceberg's JdbcCatalog uses:
+a create is an INSERT (fails if the name is taken), a replace is a compare-and-swap
+UPDATE on the metadata location.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.io import load_file_io
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from icemv.identifiers import Identifier
+from icemv.spec.view_metadata import ViewMetadata, decode_view_metadata, encode_view_metadata
+
+VIEW_TYPE = "VIEW"
+
+
+class NoSuchViewError(LookupError):
+    pass
+
+
+class ViewAlreadyExistsError(ValueError):
+    pass
+
+
+class ViewCommitConflictError(RuntimeError):
+    """Another writer replaced the view first; reload and retry."""
+
+
+@dataclass(frozen=True)
+class LoadedView:
+    identifier: Identifier
+    metadata_location: str
+    metadata: ViewMetadata
+
+
+class ViewStore:
+    def __init__(self, catalog: SqlCatalog) -> None:
+        self._catalog = catalog
+        self._io = load_file_io(catalog.properties)
+
+    def load(self, identifier: Identifier) -> LoadedView:
+        location = self._location(identifier)
+        if location is None:
+            raise NoSuchViewError(f"view {identifier} does not exist")
+        with self._io.new_input(location).open() as stream:
+            metadata = decode_view_metadata(stream.read())
+        return LoadedView(identifier, location, metadata)
+
+    def exists(self, identifier: Identifier) -> bool:
+        return self._location(identifier) is not None
+
+    def list(self, namespace: tuple[str, ...] | None = None) -> list[Identifier]:
+        query = select(IcebergTables.table_namespace, IcebergTables.table_name).where(
+            IcebergTables.catalog_name == self._catalog.name,
+            IcebergTables.iceberg_type == VIEW_TYPE,
+        )
+        if namespace is not None:
+            query = query.where(IcebergTables.table_namespace == ".".join(namespace))
+        with Session(self._catalog.engine) as session:
+            rows = session.execute(query).all()
+        return sorted(Identifier(tuple(ns.split(".")), name) for ns, name in rows)
+
+    def create(self, identifier: Identifier, metadata: ViewMetadata) -> LoadedView:
+        location = self._write(metadata, version=0)
+        row = {
+            "catalog_name": self._catalog.name,
+            "table_namespace": identifier.namespace_str,
+            "table_name": identifier.name,
+            "metadata_location": location,
+            "previous_metadata_location": None,
+            "iceberg_type": VIEW_TYPE,
+        }
+        with Session(self._catalog.engine) as session:
+            try:
+                session.execute(insert(IcebergTables).values(**row))
+                session.commit()
+            except IntegrityError as exc:
+                session.rollback()
+                self._io.delete(location)
+                raise ViewAlreadyExistsError(f"{identifier} already exists") from exc
+        return LoadedView(identifier, location, metadata)
+
+    def replace(self, view: LoadedView, metadata: ViewMetadata) -> LoadedView:
+        """Swap in new metadata if nobody else did since `view` was loaded."""
+        location = self._write(metadata, version=len(metadata.version_log))
+        statement = (
+            update(IcebergTables)
+            .where(
+                IcebergTables.catalog_name == self._catalog.name,
+                IcebergTables.table_namespace == view.identifier.namespace_str,
+                IcebergTables.table_name == view.identifier.name,
+                IcebergTables.iceberg_type == VIEW_TYPE,
+                IcebergTables.metadata_location == view.metadata_location,
+            )
+            .values(metadata_location=location, previous_metadata_location=view.metadata_location)
+        )
+        with Session(self._catalog.engine) as session:
+            result = session.execute(statement)
+            session.commit()
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            self._io.delete(location)
+            raise ViewCommitConflictError(f"view {view.identifier} changed concurrently")
+        return LoadedView(view.identifier, location, metadata)
+
+    def drop(self, identifier: Identifier) -> None:
+        statement = delete(IcebergTables).where(
+            IcebergTables.catalog_name == self._catalog.name,
+            IcebergTables.table_namespace == identifier.namespace_str,
+            IcebergTables.table_name == identifier.name,
+            IcebergTables.iceberg_type == VIEW_TYPE,
+        )
+        with Session(self._catalog.engine) as session:
+            result = session.execute(statement)
+            session.commit()
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            raise NoSuchViewError(f"view {identifier} does not exist")
+
+    def _location(self, identifier: Identifier) -> str | None:
+        query = select(IcebergTables.metadata_location).where(
+            IcebergTables.catalog_name == self._catalog.name,
+            IcebergTables.table_namespace == identifier.namespace_str,
+            IcebergTables.table_name == identifier.name,
+            IcebergTables.iceberg_type == VIEW_TYPE,
+        )
+        with Session(self._catalog.engine) as session:
+            return session.execute(query).scalar_one_or_none()
+
+    def _write(self, metadata: ViewMetadata, version: int) -> str:
+        path = f"{metadata.location}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
+        with self._io.new_output(path).create(overwrite=False) as stream:
+            stream.write(encode_view_metadata(metadata))
+        return path

@@ -1,0 +1,74 @@
+"""`icemv mv explain`: whether an MV is maintained incrementally, how, or exactly why not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.mv.model import REFRESH_POLICY_PROPERTY, MaterializedView
+from icemv.sql.analysis import IvmAnalysis, analyse
+
+CHANGE_SETS = (
+    "append snapshots: rows of the added data files; replace (compaction): skipped; "
+    "overwrite/delete: files touched (added, removed, hit by position deletes) read at the "
+    "old and new snapshot and diffed as multisets"
+)
+
+
+def explain_analysis(analysis: IvmAnalysis, policy: str) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "incremental": analysis.maintainable and policy != "full",
+        "policy": policy,
+        "sources": [s.dotted for s in analysis.sources],
+    }
+    if not analysis.maintainable:
+        report["reasons"] = list(analysis.reasons)
+        report["details"] = list(analysis.details)
+        return report
+    report["shape"] = analysis.shape
+    report["change-sets"] = CHANGE_SETS
+    if analysis.shape == "rows":
+        report["strategy"] = (
+            "inserted rows appended; deleted row images removed one copy per deleted base row"
+            + (
+                " (one delta term per changed table occurrence)"
+                if len(analysis.sources) > 1
+                else ""
+            )
+        )
+    else:
+        report["strategy"] = {
+            "insert-only deltas": analysis.aggregate_strategy(with_deletes=False),
+            "deltas with deletes": analysis.aggregate_strategy(with_deletes=True),
+        }
+    return report
+
+
+def explain(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
+    analysis = analyse(lakehouse, mv.sql, mv.version.default_namespace or mv.identifier.namespace)
+    policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
+    return {"name": mv.identifier.dotted, **explain_analysis(analysis, policy)}
+
+
+def render_explain(report: dict[str, Any]) -> str:
+    name = report.get("name", "the view")
+    if not report["incremental"]:
+        why = (
+            "policy is full"
+            if report.get("policy") == "full" and "reasons" not in report
+            else ", ".join(report.get("reasons", []))
+        )
+        lines = [f"{name}: full refresh only ({why})"]
+        lines += [f"  {detail}" for detail in report.get("details", [])]
+        return "\n".join(lines)
+    lines = [
+        f"{name}: incremental ({report['shape']}), policy {report['policy']}",
+        f"  sources: {', '.join(report['sources']) or '(none)'}",
+    ]
+    strategy = report["strategy"]
+    if isinstance(strategy, dict):
+        lines += [f"  {kind}: {how}" for kind, how in strategy.items()]
+    else:
+        lines.append(f"  {strategy}")
+    lines.append(f"  change sets: {report['change-sets']}")
+    return "\n".join(lines)

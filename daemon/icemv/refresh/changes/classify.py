@@ -1,0 +1,108 @@
+"""What happened to one source table between the recorded and the pinned snapshot.
+
+Metadata only (pyiceberg): the history checks that decide whether a delta can be computed
+at all, and the snapshot operations that decide how. `replace` snapshots (compaction) carry
+no logical change; `append` only inserts; `overwrite` / `delete` may delete rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
+
+from icemv.identifiers import Identifier
+from icemv.spec.refresh_state import SourceState
+
+ChangeKind = Literal["unchanged", "no-logical-change", "append-only", "general"]
+
+
+class FullRefreshRequiredError(Exception):
+    """The delta cannot (or should not) be computed; `reason` is the recorded reason code."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class SourceChange:
+    identifier: Identifier
+    old_snapshot_id: int | None
+    new_snapshot_id: int | None
+    kind: ChangeKind
+    # Oldest first: the snapshots after the recorded one, up to and including the pinned one.
+    snapshots: tuple[Snapshot, ...]
+    changed_records: int
+    total_records: int
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        return tuple(_operation(s) for s in self.snapshots)
+
+
+def _operation(snapshot: Snapshot) -> str:
+    return snapshot.summary.operation.value if snapshot.summary else "overwrite"
+
+
+def _summary_int(snapshot: Snapshot, key: str) -> int:
+    if not snapshot.summary:
+        return 0
+    try:
+        return int(snapshot.summary.additional_properties.get(key, 0))
+    except ValueError:
+        return 0
+
+
+def classify_change(
+    table: Table, recorded: SourceState, new_snapshot_id: int | None
+) -> SourceChange:
+    identifier = Identifier(recorded.namespace, recorded.name)
+    if recorded.uuid is not None and str(table.metadata.table_uuid) != recorded.uuid:
+        raise FullRefreshRequiredError("source-replaced", f"{identifier} was dropped and recreated")
+    old_id = recorded.snapshot_id
+    if old_id == new_snapshot_id:
+        return SourceChange(identifier, old_id, new_snapshot_id, "unchanged", (), 0, 0)
+    if new_snapshot_id is None:
+        raise FullRefreshRequiredError(
+            "source-rolled-back", f"{identifier} has no snapshot any more"
+        )
+    if old_id is not None and table.metadata.snapshot_by_id(old_id) is None:
+        raise FullRefreshRequiredError(
+            "source-history-lost", f"snapshot {old_id} of {identifier} was expired"
+        )
+    new = table.metadata.snapshot_by_id(new_snapshot_id)
+    between: list[Snapshot] = []
+    found = old_id is None
+    for snapshot in ancestors_of(new, table.metadata):
+        if snapshot.snapshot_id == old_id:
+            found = True
+            break
+        between.append(snapshot)
+    if not found:
+        raise FullRefreshRequiredError(
+            "source-rolled-back",
+            f"snapshot {old_id} of {identifier} is not an ancestor of {new_snapshot_id}",
+        )
+    between.reverse()
+    operations = {_operation(s) for s in between}
+    if operations <= {"replace"}:
+        kind: ChangeKind = "no-logical-change"
+    elif operations == {"append"}:
+        # Not with a compaction in range: its output re-holds old rows, so diff instead.
+        kind = "append-only"
+    else:
+        kind = "general"
+    changed = sum(
+        _summary_int(s, "added-records")
+        + _summary_int(s, "deleted-records")
+        + _summary_int(s, "added-position-deletes")
+        + _summary_int(s, "added-equality-deletes")
+        for s in between
+        if _operation(s) != "replace"
+    )
+    total = _summary_int(between[-1], "total-records") if between else 0
+    return SourceChange(identifier, old_id, new_snapshot_id, kind, tuple(between), changed, total)

@@ -1,0 +1,137 @@
+"""Commit a small storage patch from the driver with pyiceberg, in one snapshot.
+
+A Spark write costs a job of its own plus a MERGE's planning (0.17 s for an append,
+0.8-1.1 s for a MERGE into a 1,825-row table, measured here); a patch of a few thousand rows
+collected as Arrow and written by pyiceberg costs tens of milliseconds. The commit
+asserts that main is still at the snapshot the refresh was planned from, so a delta is
+applied exactly once without a private branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestFile
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update import UpdateTableMetadata
+from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
+
+from icemv.refresh.commit.spark_write import StorageCommitConflictError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def collect_bounded(df: DataFrame, max_rows: int) -> pa.Table | None:
+    """The rows of `df` as Arrow, or None if there are more than `max_rows`.
+
+    One Spark job either way: the limit runs inside it, so an oversized result is never
+    shipped to the driver.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = df.limit(max_rows + 1)._collect_as_arrow()
+    if sum(batch.num_rows for batch in batches) > max_rows:
+        return None
+    if not batches:
+        return to_arrow_schema(df.schema).empty_table()
+    return pa.Table.from_batches(batches)
+
+
+def live_data_files(storage: Table, snapshot_id: int) -> list[DataFile]:
+    snapshot = storage.metadata.snapshot_by_id(snapshot_id)
+    if snapshot is None:
+        raise StorageCommitConflictError(f"storage snapshot {snapshot_id} is gone")
+    return [
+        entry.data_file
+        for manifest in snapshot.manifests(storage.io)
+        if manifest.has_added_files() or manifest.has_existing_files()
+        for entry in manifest.fetch_manifest_entry(storage.io, discard_deleted=True)
+        if entry.data_file.content == DataFileContent.DATA
+    ]
+
+
+def commit_rows(
+    storage: Table,
+    planned_from: int,
+    rows: pa.Table,
+    replaces: Sequence[DataFile],
+    properties: Mapping[str, str],
+) -> None:
+    """Add `rows` and remove the `replaces` data files on main, if main is still at
+    planned_from: one snapshot, an append if nothing is removed.
+
+    `storage` must be the table as loaded when the refresh was planned: its main ref is
+    the commit's precondition.
+    """
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    if storage.metadata.current_snapshot_id != planned_from:
+        raise StorageCommitConflictError(f"storage moved since {planned_from}")
+    rows = conform_to_storage(rows, storage)
+    transaction = storage.transaction()
+    snapshot_properties = dict(properties)
+    kind = _ReplaceFiles if replaces else _AppendFiles
+    operation = Operation.OVERWRITE if replaces else Operation.APPEND
+    producer = kind(
+        operation=operation,
+        transaction=transaction,
+        io=storage.io,
+        snapshot_properties=snapshot_properties,
+    )
+    with producer:
+        for data_file in replaces:
+            producer.delete_data_file(data_file)
+        if rows.num_rows:
+            for data_file in _dataframe_to_data_files(
+                transaction.table_metadata, rows, storage.io, write_uuid=producer.commit_uuid
+            ):
+                producer.append_data_file(data_file)
+    try:
+        transaction.commit_transaction()
+    except CommitFailedException as exc:
+        raise StorageCommitConflictError(f"storage moved since {planned_from}: {exc}") from exc
+
+
+class _Unregistered:
+    """A snapshot producer the transaction does not know as one.
+
+    pyiceberg 0.12 retries a failed commit by re-basing registered producers onto the
+    table's new main, which would apply a delta twice. Unregistered, the commit keeps its
+    assertion that main is still at the planned snapshot, and a conflict simply fails.
+    """
+
+    def commit(self) -> None:
+        UpdateTableMetadata.commit(self)  # type: ignore[arg-type]
+
+
+class _AppendFiles(_Unregistered, _FastAppendFiles):
+    pass
+
+
+class _ReplaceFiles(_Unregistered, _OverwriteFiles):
+    """pyiceberg's overwrite, minus manifests that list no live file.
+
+    pyiceberg 0.12 records the removed files in a manifest of deleted entries and carries
+    it into every later snapshot, so each rewrite reads one manifest more than the last
+    (measured: 0.03 s for the first commit, 0.33 s for the fortieth).
+    """
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        return [
+            m
+            for m in super()._existing_manifests()
+            if m.has_added_files() or m.has_existing_files()
+        ]
+
+
+def conform_to_storage(rows: pa.Table, storage: Table) -> pa.Table:
+    """Spark's Arrow rows under the storage table's own field names, types and ids."""
+    target = storage.schema().as_arrow()
+    if rows.num_columns != len(target):
+        raise ValueError(f"patch has {rows.num_columns} columns, storage {len(target)}")
+    return rows.rename_columns(target.names).cast(target)

@@ -1,0 +1,103 @@
+"""The refresh entry point: decide whether and how to refresh one MV, and do it once.
+
+Policy (view property `icemv.refresh-policy`): `auto` (default) refreshes incrementally
+unless the delta is larger than `refresh.auto_full_ratio` of the sources; `incremental`
+always tries; `incremental-strict` fails rather than fall back to a full recompute (except
+for the first refresh and after a definition change, which are full by nature); `full`
+always recomputes. Every fallback carries its reason into the commit and the result.
+
+A conflict on the storage commit means another refresh got there first; re-planning from
+the new state either finds the MV fresh (nothing to do) or refreshes again.
+"""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
+from icemv.mv.freshness import assess_freshness
+from icemv.mv.model import REFRESH_POLICY_PROPERTY, load_materialized_view
+from icemv.refresh.changes.classify import FullRefreshRequiredError
+from icemv.refresh.commit.spark_write import StorageCommitConflictError
+from icemv.refresh.full import full_refresh
+from icemv.refresh.incremental import IncrementalPolicy, incremental_refresh
+from icemv.refresh.result import RefreshResult
+
+log = structlog.get_logger(__name__)
+
+MAX_ATTEMPTS = 4
+POLICIES = ("auto", "incremental", "incremental-strict", "full")
+# Fallbacks that even `incremental-strict` accepts: there is nothing to be incremental from.
+INHERENTLY_FULL = ("never-refreshed", "definition-changed")
+
+
+class RefreshFailedError(RuntimeError):
+    pass
+
+
+def refresh_mv(
+    lakehouse: Lakehouse, identifier: Identifier, force_full: bool = False
+) -> RefreshResult:
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        started = time.time()
+        mv = load_materialized_view(lakehouse, identifier)
+        freshness = assess_freshness(lakehouse, mv)
+        if freshness.state == "fresh" and not force_full:
+            record = freshness.last_refresh
+            return RefreshResult(
+                mv=identifier,
+                mode="skipped",
+                reason="already-fresh",
+                storage_snapshot_id=record.snapshot_id if record else None,
+                rows_inserted=0,
+                rows_deleted=0,
+                sources=record.state.source_states if record else (),
+                started_ms=int(started * 1000),
+                duration_seconds=time.time() - started,
+                attempts=attempt,
+            )
+        policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
+        if policy not in POLICIES:
+            allowed = ", ".join(POLICIES)
+            raise RefreshFailedError(
+                f"{identifier}: {REFRESH_POLICY_PROPERTY}={policy!r} is not one of {allowed}"
+            )
+        try:
+            if force_full:
+                result = full_refresh(lakehouse, mv, "requested")
+            elif policy == "full":
+                result = full_refresh(lakehouse, mv, "policy-full")
+            elif freshness.state == "invalid" or freshness.last_refresh is None:
+                reason = freshness.reason or "invalid"
+                if policy == "incremental-strict" and reason not in INHERENTLY_FULL:
+                    raise RefreshFailedError(f"{identifier}: incremental-strict but {reason}")
+                result = full_refresh(lakehouse, mv, reason)
+            else:
+                ratio = lakehouse.config.refresh.auto_full_ratio if policy == "auto" else None
+                try:
+                    result = incremental_refresh(
+                        lakehouse, mv, freshness.last_refresh, IncrementalPolicy(ratio)
+                    )
+                except FullRefreshRequiredError as fallback:
+                    if policy == "incremental-strict":
+                        raise RefreshFailedError(
+                            f"{identifier}: incremental-strict but {fallback}"
+                        ) from fallback
+                    log.info(
+                        "refresh_fallback",
+                        mv=str(identifier),
+                        reason=fallback.reason,
+                        detail=fallback.detail,
+                    )
+                    result = full_refresh(lakehouse, mv, fallback.reason)
+        except StorageCommitConflictError as exc:
+            log.info(
+                "refresh_conflict_replanning", mv=str(identifier), attempt=attempt, error=str(exc)
+            )
+            force_full = False  # whoever won may have made the MV fresh already
+            continue
+        return RefreshResult(**{**result.__dict__, "attempts": attempt})
+    raise RefreshFailedError(f"{identifier}: storage commit conflicted {MAX_ATTEMPTS} times")

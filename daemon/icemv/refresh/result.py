@@ -1,0 +1,35 @@
+"""What one refresh did, for callers, logs and metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from icemv.identifiers import Identifier
+from icemv.spec.refresh_state import SourceState
+
+Mode = Literal["full", "incremental", "no-op", "skipped"]
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    mv: Identifier
+    # skipped: the MV was already fresh, nothing committed.
+    mode: Mode
+    reason: str
+    storage_snapshot_id: int | None
+    rows_inserted: int
+    rows_deleted: int
+    sources: tuple[SourceState, ...]
+    started_ms: int
+    duration_seconds: float
+    attempts: int = 1
+    # Source rows this refresh scanned (files of the change sets, or whole sources).
+    source_rows_read: int | None = None
+    # Where the time went, by phase (plan, change-sets, delta, commit), for logs and tuning.
+    phase_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def committed(self) -> bool:
+        return self.storage_snapshot_id is not None and self.mode != "skipped"

@@ -1,0 +1,289 @@
+"""`icemv run`: the long-running service that keeps every MV fresh.
+
+Kafka events and catalog polls feed one scheduler; refreshes commit atomically, so
+stopping at any moment (SIGTERM) leaves no partial commit: intake stops, running
+refreshes get the grace period, done events' offsets are committed, and the process
+exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import structlog
+
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import Config, ConfigError, load_config
+from icemv.engine.spark import session_ready
+from icemv.identifiers import Identifier, InvalidIdentifierError
+from icemv.mv.history import commit_to_fresh_seconds, latest_refresh
+from icemv.mv.lifecycle import apply_declared
+from icemv.refresh.policy import refresh_mv
+from icemv.refresh.result import RefreshResult
+from icemv.service.consumer import EventConsumer
+from icemv.service.http import HttpServer, RefreshRequestOutcome
+from icemv.service.metrics import Metrics
+from icemv.service.poller import Reconciler
+from icemv.service.router import EventRouter
+from icemv.service.scheduler import RefreshScheduler
+from icemv.service.source_index import SourceIndex
+
+log = structlog.get_logger(__name__)
+
+HEARTBEAT_SECONDS = 1.0
+LIVENESS_TIMEOUT_SECONDS = 30.0
+
+
+class Daemon:
+    def __init__(
+        self, config: Config, config_path: str | None = None, lakehouse: Lakehouse | None = None
+    ) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.lakehouse = lakehouse or Lakehouse(config)
+        self.metrics = Metrics()
+        self.index = SourceIndex(self.lakehouse)
+        self.scheduler = RefreshScheduler(
+            self._refresh,
+            config.refresh,
+            on_result=self._on_result,
+            on_failure=self._on_failure,
+            dependents=self.index.dependents_of,
+        )
+        self.reconciler = Reconciler(
+            self.lakehouse, self.index, self.metrics, self.request, config.polling.interval_seconds
+        )
+        self.router = EventRouter(
+            config.catalog.name,
+            self.index,
+            self.metrics,
+            self.lakehouse.table_exists,
+            self.request,
+            self._definitions_changed,
+        )
+        self.consumer: EventConsumer | None = None
+        if config.kafka.enabled:
+            self.consumer = EventConsumer(
+                config.kafka,
+                self.router.handle,
+                on_lag=self.metrics.set_lag,
+                on_connected=self.metrics.set_kafka_connected,
+            )
+        self.http = HttpServer(
+            config.metrics.host,
+            config.metrics.port,
+            self.metrics,
+            self._alive,
+            self._readiness,
+            self._http_refresh,
+        )
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+        self._heartbeat = time.monotonic()
+        self._config_mtime = self._mtime()
+        self.http_port: int | None = None
+        self.refreshes_finished = True
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def run(self) -> int:
+        self._install_signal_handlers()
+        self.http_port = self.http.start()
+        log.info("daemon_starting", http_port=self.http_port, kafka=bool(self.consumer))
+        try:
+            self.lakehouse.spark  # start Spark before declaring readiness  # noqa: B018
+            self._apply_declared()
+            self.index.rebuild()
+            self.scheduler.start()
+            self.reconciler.poll()
+            self.reconciler.start()
+            if self.consumer is not None:
+                self.consumer.start()
+            self.ready.set()
+            self.metrics.set_ready(True)
+            log.info("daemon_ready", mvs=len(self.index.snapshot.mvs))
+            while not self.stopping.wait(HEARTBEAT_SECONDS):
+                self._heartbeat = time.monotonic()
+                self._reload_config_if_changed()
+        finally:
+            self._shutdown()
+        return 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _shutdown(self) -> None:
+        grace = self.config.refresh.shutdown_grace_seconds
+        log.info("daemon_stopping", grace_seconds=grace)
+        self.metrics.set_ready(False)
+        self.ready.clear()
+        if self.consumer is not None:
+            self.consumer.stop(timeout=5.0)  # intake first: no new work
+        self.reconciler.stop()
+        finished = self.scheduler.stop(grace)
+        if self.consumer is not None:
+            self.consumer.stop(timeout=grace)
+        self.http.stop()
+        log.info("daemon_stopped", refreshes_finished=finished)
+        self.refreshes_finished = finished
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self.stop())
+
+    # ---- refresh plumbing -------------------------------------------------------------
+
+    def request(self, mv: Identifier, reason: str) -> Future[RefreshResult]:
+        return self.scheduler.request(mv, reason)
+
+    def _refresh(self, mv: Identifier) -> RefreshResult:
+        return refresh_mv(self.lakehouse, mv)
+
+    def _on_result(self, result: RefreshResult) -> None:
+        latencies = self._latencies(result) if result.mode != "skipped" else []
+        self.metrics.record_refresh(result, latencies)
+        log.info(
+            "refresh",
+            mv=result.mv.dotted,
+            mode=result.mode,
+            reason=result.reason,
+            rows_inserted=result.rows_inserted,
+            rows_deleted=result.rows_deleted,
+            duration_seconds=round(result.duration_seconds, 3),
+            storage_snapshot_id=result.storage_snapshot_id,
+            source_snapshots={s.dotted: s.snapshot_id for s in result.sources if s.type == "table"},
+            attempts=result.attempts,
+            source_rows_read=result.source_rows_read,
+            phase_seconds=dict(result.phase_seconds),
+        )
+        mv = self.index.snapshot.mvs.get(result.mv)
+        if mv is not None:
+            try:
+                self.reconciler.check(mv)  # publish fresh state right away
+            except Exception as exc:
+                log.warning("freshness_check_failed", mv=result.mv.dotted, error=str(exc))
+
+    def _latencies(self, result: RefreshResult) -> list[float]:
+        try:
+            mv = self.index.snapshot.mvs.get(result.mv)
+            if mv is None or result.storage_snapshot_id is None:
+                return []
+            storage = self.lakehouse.load_table(mv.storage)
+            record = latest_refresh(storage)
+            if record is None or record.snapshot_id != result.storage_snapshot_id:
+                return []
+            tables = {
+                s.dotted: self.lakehouse.load_table(Identifier(s.namespace, s.name))
+                for s in record.state.tables()
+            }
+            return commit_to_fresh_seconds(storage, record, tables)
+        except Exception as exc:  # metrics are best effort
+            log.debug("latency_unavailable", mv=result.mv.dotted, error=str(exc))
+            return []
+
+    def _on_failure(self, mv: Identifier, error: BaseException, attempt: int, delay: float) -> None:
+        self.metrics.record_refresh_failure(mv.dotted, "unknown", error)
+        log.warning(
+            "refresh_failed",
+            mv=mv.dotted,
+            attempt=attempt,
+            retry_in_seconds=round(delay, 1),
+            error=f"{type(error).__name__}: {str(error)[:300]}",
+        )
+
+    def _definitions_changed(self) -> None:
+        try:
+            self.index.rebuild()
+        except Exception as exc:
+            log.warning("index_rebuild_failed", error=str(exc))
+
+    # ---- declarative MVs --------------------------------------------------------------
+
+    def _apply_declared(self) -> None:
+        if not self.config.materialized_views:
+            return
+        try:
+            actions = apply_declared(self.lakehouse, self.config.materialized_views)
+            log.info("declared_mvs_applied", actions=actions)
+        except Exception as exc:  # a bad definition must not stop the other MVs
+            log.error("declared_mvs_failed", error=f"{type(exc).__name__}: {exc}")
+
+    def _mtime(self) -> float | None:
+        if self.config_path is None:
+            return None
+        try:
+            return os.stat(self.config_path).st_mtime
+        except OSError:
+            return None
+
+    def _reload_config_if_changed(self) -> None:
+        mtime = self._mtime()
+        if mtime is None or mtime == self._config_mtime:
+            return
+        self._config_mtime = mtime
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as exc:
+            log.error("config_reload_rejected", error=str(exc))
+            return
+        if new.model_dump(exclude={"materialized_views"}) != self.config.model_dump(
+            exclude={"materialized_views"}
+        ):
+            log.warning("config_changed_needs_restart", note="only materialized_views apply live")
+        self.config = self.config.model_copy(update={"materialized_views": new.materialized_views})
+        self._apply_declared()
+        self._definitions_changed()
+
+    # ---- health and HTTP --------------------------------------------------------------
+
+    def _alive(self) -> bool:
+        return time.monotonic() - self._heartbeat < LIVENESS_TIMEOUT_SECONDS
+
+    def _readiness(self) -> dict[str, bool]:
+        checks = {"started": self.ready.is_set(), "catalog": self._catalog_reachable()}
+        checks["spark"] = self._spark_ready()
+        if self.consumer is not None:
+            checks["kafka"] = self.consumer.connected
+        return checks
+
+    def _catalog_reachable(self) -> bool:
+        try:
+            self.lakehouse.catalog.list_namespaces()
+        except Exception:
+            return False
+        return True
+
+    def _spark_ready(self) -> bool:
+        return session_ready(self.config.spark.remote is not None)
+
+    def _http_refresh(self, name: str) -> RefreshRequestOutcome:
+        try:
+            identifier = self.lakehouse.identifier(name)
+        except InvalidIdentifierError:
+            return RefreshRequestOutcome.INVALID_NAME
+        if identifier not in self.index.snapshot.mvs:
+            self._definitions_changed()
+            if identifier not in self.index.snapshot.mvs:
+                return RefreshRequestOutcome.UNKNOWN_MV
+        self.request(identifier, "manual")
+        return RefreshRequestOutcome.QUEUED
+
+
+def run_daemon(config: Config, config_path: str | None) -> int:
+    """`icemv run`: this process owns Spark, so it stops it once the daemon is done."""
+    if config_path is not None and not Path(config_path).exists():
+        raise ConfigError(f"config file {config_path} does not exist")
+    daemon = Daemon(config, config_path)
+    code = daemon.run()
+    if daemon.refreshes_finished:  # else a refresh still runs: exit without waiting for it
+        from icemv.engine.spark import stop_spark
+
+        stop_spark()
+    return code

@@ -1,0 +1,183 @@
+"""The daemon's small HTTP surface: metrics, probes, and on-demand refresh requests.
+
+stdlib `ThreadingHTTPServer` in a daemon thread: four routes do not justify a web framework,
+and a slow scrape or probe must not wait behind another. Every handler turns its own
+exceptions into a 5xx so a bad request or a failing callback never takes the server down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+import structlog
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
+
+from icemv.service.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+MAX_NAME_LENGTH = 512
+
+
+class RefreshRequestOutcome(enum.Enum):
+    QUEUED = "queued"
+    ALREADY_QUEUED = "already-queued"  # coalesced with a pending request; still accepted
+    UNKNOWN_MV = "unknown-mv"
+    INVALID_NAME = "invalid-name"
+
+
+Liveness = Callable[[], bool]
+Readiness = Callable[[], Mapping[str, bool]]
+RequestRefresh = Callable[[str], RefreshRequestOutcome]
+
+
+class HttpServer:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        metrics: Metrics,
+        liveness: Liveness,
+        readiness: Readiness,
+        request_refresh: RequestRefresh,
+    ) -> None:
+        self.host, self.port = host, port
+        self.metrics = metrics
+        self.liveness = liveness
+        self.readiness = readiness
+        self.request_refresh = request_refresh
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> int:
+        """Bind and serve in the background; returns the bound port (useful with port 0)."""
+        if self._server is not None:
+            raise RuntimeError("HTTP server already started")
+        server = _Server(self)
+        self._server = server
+        # The poll interval bounds how long stop() waits for the serving loop to notice.
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.1,), name="icemv-http", daemon=True
+        )
+        self._thread.start()
+        port = int(server.server_address[1])
+        log.info("http_server_started", host=self.host, port=port)
+        return port
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, app: HttpServer) -> None:
+        self.app = app
+        if ":" in app.host:
+            self.address_family = socket.AF_INET6
+        super().__init__((app.host, app.port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Instead of a traceback on stderr: such errors are clients hanging up or garbage.
+        log.debug("http_connection_error", client=client_address[0], exc_info=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # A client that stalls mid-request releases its thread after this many seconds.
+    timeout = 10
+    server_version = "icemv"
+
+    @property
+    def app(self) -> HttpServer:
+        return cast(_Server, self.server).app
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        routes = {"/metrics": self._metrics, "/healthz": self._healthz, "/readyz": self._readyz}
+        self._dispatch(routes.get(path))
+
+    def do_POST(self) -> None:
+        parts = urlsplit(self.path).path.split("/")
+        refresh = len(parts) == 4 and parts[:2] == ["", "mvs"] and parts[3] == "refresh"
+        self._dispatch((lambda: self._refresh(parts[2])) if refresh else None)
+
+    def _dispatch(self, route: Callable[[], None] | None) -> None:
+        try:
+            if route is None:
+                self._send_json(HTTPStatus.NOT_FOUND, {"error": "not found"})
+            else:
+                route()
+        except Exception:
+            log.exception("http_handler_failed", method=self.command, path=self.path)
+            with contextlib.suppress(OSError):  # the client may be gone already
+                self._send_json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "internal error"})
+
+    def _metrics(self) -> None:
+        self._send(HTTPStatus.OK, self.app.metrics.exposition(), CONTENT_TYPE_PLAIN_0_0_4)
+
+    def _healthz(self) -> None:
+        try:
+            alive = bool(self.app.liveness())
+        except Exception as exc:  # class only: probe errors may quote connection strings
+            log.warning("liveness_check_failed", error=type(exc).__name__)
+            alive = False
+        status = HTTPStatus.OK if alive else HTTPStatus.SERVICE_UNAVAILABLE
+        self._send(status, b"ok\n" if alive else b"unhealthy\n", "text/plain; charset=utf-8")
+
+    def _readyz(self) -> None:
+        try:
+            checks = {str(name): bool(ok) for name, ok in self.app.readiness().items()}
+        except Exception as exc:  # class only: probe errors may quote connection strings
+            log.warning("readiness_check_failed", error=type(exc).__name__)
+            checks = {"readiness": False}
+        ready = all(checks.values())
+        # The gauge then shows what the last probe saw, without a second code path.
+        self.app.metrics.set_ready(ready)
+        status = HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE
+        self._send_json(status, {"ready": ready, "checks": checks})
+
+    def _refresh(self, quoted_name: str) -> None:
+        try:
+            name = unquote(quoted_name, errors="strict")
+        except UnicodeDecodeError:
+            name = ""
+        if not name or len(name) > MAX_NAME_LENGTH or not name.isprintable():
+            self._send_json(HTTPStatus.BAD_REQUEST, {"error": "invalid materialized view name"})
+            return
+        outcome = self.app.request_refresh(name)
+        if outcome in (RefreshRequestOutcome.QUEUED, RefreshRequestOutcome.ALREADY_QUEUED):
+            self._send_json(HTTPStatus.ACCEPTED, {"mv": name, "status": outcome.value})
+        elif outcome is RefreshRequestOutcome.UNKNOWN_MV:
+            self._send_json(HTTPStatus.NOT_FOUND, {"mv": name, "error": outcome.value})
+        else:
+            self._send_json(HTTPStatus.BAD_REQUEST, {"mv": name, "error": outcome.value})
+
+    def _send_json(self, status: HTTPStatus, body: Mapping[str, Any]) -> None:
+        self._send(status, json.dumps(body).encode(), "application/json")
+
+    def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Replaces stderr printing; only the request line and status, never headers.
+        log.debug("http_request", client=self.client_address[0], message=format % args)

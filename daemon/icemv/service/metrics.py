@@ -1,0 +1,217 @@
+"""Prometheus metrics of the daemon, in a registry of their own.
+
+A dedicated `CollectorRegistry` per `Metrics` keeps the process-global default registry
+(and whatever libraries put in it) out of our exposition, and lets tests make fresh ones.
+The metric names are a contract with the Helm chart's alerts and dashboards: change them
+only together, and keep `METRIC_NAMES` in step.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pyiceberg.exceptions import CommitFailedException
+
+from icemv.catalog.jdbc_views import ViewCommitConflictError
+from icemv.mv.freshness import Freshness, State
+from icemv.refresh.commit.spark_write import StorageCommitConflictError
+from icemv.refresh.result import RefreshResult
+
+# Family names as PromQL sees them (histograms add _bucket, _sum and _count series).
+METRIC_NAMES: tuple[str, ...] = (
+    "icemv_up",
+    "icemv_ready",
+    "icemv_build_info",
+    "icemv_mv_staleness_seconds",
+    "icemv_mv_state",
+    "icemv_mv_pending_snapshots",
+    "icemv_mv_last_refresh_timestamp_seconds",
+    "icemv_mv_max_staleness_seconds",
+    "icemv_refresh_duration_seconds",
+    "icemv_refreshes_total",
+    "icemv_refresh_rows_total",
+    "icemv_events_total",
+    "icemv_commit_to_fresh_seconds",
+    "icemv_kafka_consumer_lag",
+    "icemv_kafka_connected",
+)
+
+STATES: tuple[State, ...] = ("fresh", "stale", "invalid")
+EVENT_FORMATS = frozenset({"icemv", "lakekeeper", "polaris", "unknown"})
+# Losing a commit race is routine under concurrency; alert on it apart from real failures.
+CONFLICT_ERRORS: tuple[type[BaseException], ...] = (
+    StorageCommitConflictError,
+    ViewCommitConflictError,
+    CommitFailedException,
+)
+
+# A no-op incremental refresh takes ~0.1 s, a full rebuild of a big MV tens of minutes.
+REFRESH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800)
+# Event-driven refreshes land within seconds; polling or backlog can take up to an hour.
+COMMIT_TO_FRESH_BUCKETS = (0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("icemv")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class Metrics:
+    """All icemv metrics; one instance per daemon, fresh ones in tests."""
+
+    def __init__(self, version: str | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.up = Gauge("icemv_up", "1 while the icemv process runs.", registry=r)
+        self.ready = Gauge("icemv_ready", "1 when icemv is ready to serve, else 0.", registry=r)
+        self.build_info = Gauge(
+            "icemv_build_info", "Always 1; the version is a label.", ["version"], registry=r
+        )
+        self.staleness = Gauge(
+            "icemv_mv_staleness_seconds",
+            "Seconds since the first source commit the MV has not absorbed (0 when fresh).",
+            ["mv"],
+            registry=r,
+        )
+        self.state = Gauge(
+            "icemv_mv_state",
+            "1 for the MV's current freshness state, else 0.",
+            ["mv", "state"],
+            registry=r,
+        )
+        self.pending = Gauge(
+            "icemv_mv_pending_snapshots",
+            "Source snapshots (or view versions) committed since the MV's last refresh.",
+            ["mv"],
+            registry=r,
+        )
+        self.last_refresh = Gauge(
+            "icemv_mv_last_refresh_timestamp_seconds",
+            "Unix time of the commit of the MV's latest refresh.",
+            ["mv"],
+            registry=r,
+        )
+        self.max_staleness = Gauge(
+            "icemv_mv_max_staleness_seconds",
+            "The MV's freshness target; absent when it has none.",
+            ["mv"],
+            registry=r,
+        )
+        self.refresh_duration = Histogram(
+            "icemv_refresh_duration_seconds",
+            "Wall time of completed refreshes (mode=skipped: found already fresh).",
+            ["mv", "mode"],
+            buckets=REFRESH_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.refreshes = Counter(
+            "icemv_refreshes",
+            "Refresh attempts by outcome (success|failure|conflict|skipped) and reason.",
+            ["mv", "mode", "outcome", "reason"],
+            registry=r,
+        )
+        self.rows = Counter(
+            "icemv_refresh_rows",
+            "Rows refreshes inserted into or deleted from MV storage.",
+            ["mv", "change"],
+            registry=r,
+        )
+        self.events = Counter(
+            "icemv_events",
+            "Catalog change events received, by payload format and what became of them.",
+            ["format", "outcome"],
+            registry=r,
+        )
+        self.commit_to_fresh = Histogram(
+            "icemv_commit_to_fresh_seconds",
+            "From a source snapshot's commit to the commit of the refresh that absorbed it.",
+            ["mv"],
+            buckets=COMMIT_TO_FRESH_BUCKETS,
+            registry=r,
+        )
+        self.kafka_lag = Gauge(
+            "icemv_kafka_consumer_lag",
+            "Messages behind the end of the partition.",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.kafka_connected = Gauge(
+            "icemv_kafka_connected", "1 while connected to Kafka, else 0.", registry=r
+        )
+        self.up.set(1)
+        self.build_info.labels(version or _package_version()).set(1)
+
+    def record_refresh(
+        self, result: RefreshResult, commit_latencies_seconds: Sequence[float] = ()
+    ) -> None:
+        """Count a finished refresh; `commit_latencies_seconds` are for the snapshots it absorbed.
+
+        Attempts lost to a commit conflict before this one succeeded count as conflicts.
+        """
+        mv, mode = result.mv.dotted, result.mode
+        outcome = "skipped" if mode == "skipped" else "success"
+        self.refreshes.labels(mv, mode, outcome, result.reason).inc()
+        if result.attempts > 1:
+            conflict = StorageCommitConflictError.__name__
+            self.refreshes.labels(mv, mode, "conflict", conflict).inc(result.attempts - 1)
+        self.refresh_duration.labels(mv, mode).observe(result.duration_seconds)
+        self.rows.labels(mv, "inserted").inc(result.rows_inserted)
+        self.rows.labels(mv, "deleted").inc(result.rows_deleted)
+        for latency in commit_latencies_seconds:
+            self.commit_to_fresh.labels(mv).observe(max(0.0, latency))
+
+    def record_refresh_failure(self, mv: str, mode: str, error: BaseException) -> None:
+        outcome = "conflict" if isinstance(error, CONFLICT_ERRORS) else "failure"
+        self.refreshes.labels(mv, mode, outcome, type(error).__name__).inc()
+
+    def record_freshness(
+        self, mv: str, freshness: Freshness, max_staleness_seconds: float | None
+    ) -> None:
+        self.staleness.labels(mv).set(freshness.staleness_seconds)
+        for state in STATES:
+            self.state.labels(mv, state).set(1 if state == freshness.state else 0)
+        self.pending.labels(mv).set(freshness.pending_snapshots)
+        if freshness.last_refresh is None:
+            self.last_refresh.remove_by_labels({"mv": mv})
+        else:
+            self.last_refresh.labels(mv).set(freshness.last_refresh.timestamp_ms / 1000)
+        if max_staleness_seconds is None:
+            self.max_staleness.remove_by_labels({"mv": mv})
+        else:
+            self.max_staleness.labels(mv).set(max_staleness_seconds)
+
+    def forget_mv(self, mv: str) -> None:
+        """Drop a dropped MV's series, so it neither alerts nor lingers on dashboards."""
+        for metric in (
+            self.staleness,
+            self.state,
+            self.pending,
+            self.last_refresh,
+            self.max_staleness,
+            self.refresh_duration,
+            self.refreshes,
+            self.rows,
+            self.commit_to_fresh,
+        ):
+            metric.remove_by_labels({"mv": mv})
+
+    def record_event(self, format: str, outcome: str) -> None:
+        # The format may come from a payload; an open set would be unbounded cardinality.
+        self.events.labels(format if format in EVENT_FORMATS else "unknown", outcome).inc()
+
+    def set_lag(self, topic: str, partition: int, lag: int) -> None:
+        self.kafka_lag.labels(topic, str(partition)).set(lag)
+
+    def set_ready(self, ready: bool) -> None:
+        self.ready.set(1 if ready else 0)
+
+    def set_kafka_connected(self, connected: bool) -> None:
+        self.kafka_connected.set(1 if connected else 0)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format (version 0.0.4) of this registry."""
+        return generate_latest(self.registry)

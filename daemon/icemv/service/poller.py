@@ -1,0 +1,159 @@
+"""The safety net and the clock: periodic catalog polls, freshness targets and schedules.
+
+A poll compares every MV's recorded sources with the current ones (no events needed),
+refreshes what is stale and refreshes the metrics. An MV with `icemv.max-staleness` is
+also checked every half of its target, so it is refreshed before breaching it; one with
+`icemv.refresh-interval` or `icemv.refresh-cron` gets a refresh request on that schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import Any
+
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
+from icemv.mv.freshness import Freshness, assess_freshness
+from icemv.mv.model import (
+    MAX_STALENESS_PROPERTY,
+    MaterializedView,
+    load_materialized_view,
+)
+from icemv.refresh.result import RefreshResult
+from icemv.service.metrics import Metrics
+from icemv.service.source_index import SourceIndex
+from icemv.spec.durations import DurationError, parse_duration
+
+log = structlog.get_logger(__name__)
+
+REFRESH_INTERVAL_PROPERTY = "icemv.refresh-interval"
+REFRESH_CRON_PROPERTY = "icemv.refresh-cron"
+
+
+def max_staleness_seconds(mv: MaterializedView) -> float | None:
+    text = mv.properties.get(MAX_STALENESS_PROPERTY)
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        log.warning(
+            "mv_property_invalid",
+            mv=str(mv.identifier),
+            property=MAX_STALENESS_PROPERTY,
+            error=str(exc),
+        )
+        return None
+
+
+class Reconciler:
+    def __init__(
+        self,
+        lakehouse: Lakehouse,
+        index: SourceIndex,
+        metrics: Metrics,
+        request: Callable[[Identifier, str], Future[RefreshResult]],
+        interval_seconds: float,
+    ) -> None:
+        self._lakehouse = lakehouse
+        self._index = index
+        self._metrics = metrics
+        self._request = request
+        self._interval = interval_seconds
+        self._jobs = BackgroundScheduler(daemon=True)
+        self._mv_jobs: dict[str, str] = {}  # job id -> trigger description
+        self._known: set[Identifier] = set()
+        self.polls = 0
+
+    def start(self) -> None:
+        self._jobs.add_job(
+            self.poll,
+            IntervalTrigger(seconds=self._interval),
+            id="poll",
+            max_instances=1,
+            coalesce=True,
+        )
+        self._jobs.start()
+
+    def stop(self) -> None:
+        self._jobs.shutdown(wait=False)
+
+    def poll(self) -> None:
+        """One reconciliation pass over every MV."""
+        try:
+            snapshot = self._index.rebuild()
+            for mv in snapshot.mvs.values():
+                self.check(mv)
+            for gone in self._known - set(snapshot.mvs):
+                self._metrics.forget_mv(gone.dotted)
+            self._known = set(snapshot.mvs)
+            self._sync_mv_jobs(list(snapshot.mvs.values()))
+            self.polls += 1
+        except Exception as exc:  # catalog unreachable: report, try again next time
+            log.warning("poll_failed", error=f"{type(exc).__name__}: {exc}")
+
+    def check(self, mv: MaterializedView) -> Freshness:
+        freshness = assess_freshness(self._lakehouse, mv)
+        self._metrics.record_freshness(mv.identifier.dotted, freshness, max_staleness_seconds(mv))
+        if freshness.state != "fresh":
+            self._request(mv.identifier, "poll")
+        return freshness
+
+    def _check_by_name(self, identifier: Identifier) -> None:
+        try:
+            self.check(load_materialized_view(self._lakehouse, identifier))
+        except Exception as exc:
+            log.warning(
+                "freshness_check_failed", mv=str(identifier), error=f"{type(exc).__name__}: {exc}"
+            )
+
+    def _scheduled(self, identifier: Identifier) -> None:
+        self._request(identifier, "schedule")
+
+    def _sync_mv_jobs(self, mvs: list[MaterializedView]) -> None:
+        wanted: dict[str, tuple[str, Any, Callable[[], None]]] = {}
+        for mv in mvs:
+            identifier = mv.identifier
+            target = max_staleness_seconds(mv)
+            if target is not None and target / 2 < self._interval:
+                trigger = IntervalTrigger(seconds=max(1.0, target / 2))
+                wanted[f"target:{identifier.dotted}"] = (
+                    f"every {max(1.0, target / 2)}s",
+                    trigger,
+                    partial(self._check_by_name, identifier),
+                )
+            interval = mv.properties.get(REFRESH_INTERVAL_PROPERTY)
+            cron = mv.properties.get(REFRESH_CRON_PROPERTY)
+            try:
+                if interval:
+                    seconds = parse_duration(interval)
+                    wanted[f"schedule:{identifier.dotted}"] = (
+                        f"interval {seconds}",
+                        IntervalTrigger(seconds=seconds),
+                        partial(self._scheduled, identifier),
+                    )
+                elif cron:
+                    wanted[f"schedule:{identifier.dotted}"] = (
+                        f"cron {cron}",
+                        CronTrigger.from_crontab(cron),
+                        partial(self._scheduled, identifier),
+                    )
+            except (DurationError, ValueError) as exc:
+                log.warning("mv_schedule_invalid", mv=identifier.dotted, error=str(exc))
+        for job_id in set(self._mv_jobs) - set(wanted):
+            self._jobs.remove_job(job_id)
+            del self._mv_jobs[job_id]
+        for job_id, (description, trigger, action) in wanted.items():
+            if self._mv_jobs.get(job_id) == description:
+                continue
+            self._jobs.add_job(
+                action, trigger, id=job_id, replace_existing=True, max_instances=1, coalesce=True
+            )
+            self._mv_jobs[job_id] = description

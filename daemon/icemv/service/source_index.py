@@ -1,0 +1,89 @@
+"""Which MVs read which tables: routes a commit hint to the MVs it may make stale.
+
+Built from the catalog (each MV's resolved sources, through plain views and MVs) and
+rebuilt whenever MV definitions may have changed. An MV that reads another MV's storage
+table is that MV's dependent, so refreshes can run in dependency order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import structlog
+
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.identifiers import Identifier
+from icemv.mv.model import MaterializedView, list_materialized_views
+from icemv.sql.parse import ViewSqlError
+from icemv.sql.pinning import pin_sources
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexSnapshot:
+    mvs: dict[Identifier, MaterializedView] = field(default_factory=dict)
+    readers: dict[Identifier, frozenset[Identifier]] = field(default_factory=dict)
+    dependents: dict[Identifier, frozenset[Identifier]] = field(default_factory=dict)
+    # MVs whose sources could not be resolved (a dropped table, say), with the reason.
+    broken: dict[Identifier, str] = field(default_factory=dict)
+
+
+def build_index(lakehouse: Lakehouse) -> IndexSnapshot:
+    mvs = {mv.identifier: mv for mv in list_materialized_views(lakehouse)}
+    storage_owner = {mv.storage: mv.identifier for mv in mvs.values()}
+    readers: defaultdict[Identifier, set[Identifier]] = defaultdict(set)
+    dependents: defaultdict[Identifier, set[Identifier]] = defaultdict(set)
+    broken: dict[Identifier, str] = {}
+    for identifier, mv in mvs.items():
+        try:
+            pinned = pin_sources(
+                lakehouse, mv.sql, mv.version.default_namespace or identifier.namespace
+            )
+        except (ViewSqlError, LookupError) as exc:
+            broken[identifier] = str(exc)
+            continue
+        for source in pinned.sources:
+            if source.type != "table":
+                continue
+            table = Identifier(source.namespace, source.name)
+            readers[table].add(identifier)
+            if table in storage_owner and storage_owner[table] != identifier:
+                dependents[storage_owner[table]].add(identifier)
+    return IndexSnapshot(
+        mvs=mvs,
+        readers={k: frozenset(v) for k, v in readers.items()},
+        dependents={k: frozenset(v) for k, v in dependents.items()},
+        broken=broken,
+    )
+
+
+class SourceIndex:
+    """Thread-safe holder of the latest index; readers never see a half-built one."""
+
+    def __init__(self, lakehouse: Lakehouse) -> None:
+        self._lakehouse = lakehouse
+        self._lock = threading.Lock()
+        self._snapshot = IndexSnapshot()
+
+    def rebuild(self) -> IndexSnapshot:
+        snapshot = build_index(self._lakehouse)
+        with self._lock:
+            self._snapshot = snapshot
+        for mv, reason in snapshot.broken.items():
+            log.warning("mv_sources_unresolvable", mv=str(mv), reason=reason)
+        return snapshot
+
+    @property
+    def snapshot(self) -> IndexSnapshot:
+        with self._lock:
+            return self._snapshot
+
+    def readers_of(self, table: Identifier) -> frozenset[Identifier]:
+        return self.snapshot.readers.get(table, frozenset())
+
+    def dependents_of(self, mv: Identifier) -> Iterable[Identifier]:
+        return self.snapshot.dependents.get(mv, frozenset())

@@ -1,0 +1,122 @@
+"""The delta of a view from the deltas of its sources, as SQL over the qualified query.
+
+For a select over table occurrences r1..rn, of which some changed:
+    ΔV = Σ_i  Q(r1..r(i-1) at new, Δri, r(i+1)..rn at old)
+which is exact under bag semantics for any inner joins, filters and projections, self-joins
+included (each occurrence is a term). Every output row carries the weight of the delta row
+it came from (+1 insert, -1 delete). UNION ALL is the sum of its branches' deltas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from icemv.identifiers import Identifier
+from icemv.sql.analysis import WEIGHT, IvmAnalysis
+from icemv.sql.pinning import table_at
+
+
+@dataclass(frozen=True)
+class DeltaInputs:
+    catalog: str
+    # Temp view holding Δ rows (table columns + WEIGHT) per changed source.
+    delta_views: Mapping[Identifier, str]
+    old: Mapping[Identifier, int | None]
+    new: Mapping[Identifier, int | None]
+
+
+def _identifier(table: exp.Table) -> Identifier:
+    return Identifier((table.db,), table.name)
+
+
+def _tables(select: exp.Select) -> list[exp.Table]:
+    return list(select.find_all(exp.Table))
+
+
+def _terms(select: exp.Select, inputs: DeltaInputs) -> list[exp.Select]:
+    terms = []
+    for index, occurrence in enumerate(_tables(select)):
+        if _identifier(occurrence) not in inputs.delta_views:
+            continue
+        term = select.copy()
+        delta_alias = occurrence.alias_or_name
+        for position, table in enumerate(_tables(term)):
+            source = _identifier(table)
+            alias = table.alias_or_name
+            if position == index:
+                replacement: exp.Expr = exp.Table(
+                    this=exp.to_identifier(inputs.delta_views[source], quoted=True),
+                    alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
+                )
+            else:
+                pins = inputs.new if position < index else inputs.old
+                replacement = table_at(inputs.catalog, source, pins[source], alias)
+            table.replace(replacement)
+        weight = exp.column(WEIGHT, table=exp.to_identifier(delta_alias, quoted=True))
+        term.set("expressions", [*term.expressions, exp.alias_(weight, WEIGHT, quoted=True)])
+        terms.append(term)
+    return terms
+
+
+def _selects(query: exp.Query) -> list[exp.Select]:
+    if isinstance(query, exp.Union):
+        return [*_selects(query.left), *_selects(query.right)]
+    assert isinstance(query, exp.Select)
+    return [query]
+
+
+def _union_all(terms: list[exp.Select]) -> str | None:
+    if not terms:
+        return None
+    combined: exp.Query = terms[0]
+    for term in terms[1:]:
+        combined = exp.union(combined, term, distinct=False)
+    return combined.sql(dialect="spark")
+
+
+def rows_delta_sql(analysis: IvmAnalysis, inputs: DeltaInputs) -> str | None:
+    """Weighted delta of a filter/project/join/UNION ALL view; None if none of its sources moved."""
+    assert analysis.query is not None and analysis.shape == "rows"
+    return _union_all([t for s in _selects(analysis.query) for t in _terms(s, inputs)])
+
+
+def key_column(index: int) -> str:
+    return f"__icemv_k{index}"
+
+
+def argument_column(index: int) -> str:
+    return f"__icemv_a{index}"
+
+
+def pre_aggregation_delta_sql(analysis: IvmAnalysis, inputs: DeltaInputs) -> str | None:
+    """Weighted delta of the rows entering the GROUP BY: key values and aggregate arguments."""
+    assert analysis.query is not None and analysis.shape == "aggregate"
+    select = analysis.query.copy()
+    assert isinstance(select, exp.Select)
+    projections = [
+        exp.alias_(k.expression.copy(), key_column(i)) for i, k in enumerate(analysis.keys)
+    ]
+    projections += [
+        exp.alias_(a.argument.copy(), argument_column(i))
+        for i, a in enumerate(analysis.aggregates)
+        if a.argument is not None
+    ]
+    if not projections:
+        projections = [exp.alias_(exp.true(), "__icemv_any")]
+    select.set("expressions", projections)
+    select.set("group", None)
+    select.set("having", None)
+    return _union_all(_terms(select, inputs))
+
+
+def query_at_sql(analysis: IvmAnalysis, catalog: str, pins: Mapping[Identifier, int | None]) -> str:
+    """The view query with every source read at the given snapshots."""
+    assert analysis.query is not None
+    query = analysis.query.copy()
+    for table in list(query.find_all(exp.Table)):
+        source = _identifier(table)
+        table.replace(table_at(catalog, source, pins[source], table.alias_or_name))
+    return query.sql(dialect="spark")
