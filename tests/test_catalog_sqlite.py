@@ -8,20 +8,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from icemv.catalog.jdbc_views import (
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import (
     NoSuchViewError,
+    NotAMaterializedViewError,
     ViewAlreadyExistsError,
     ViewCommitConflictError,
 )
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import history_as_6420, latest_refresh, refresh_history
-from icemv.mv.model import (
-    NotAMaterializedViewError,
-    list_materialized_views,
-    load_materialized_view,
-)
+from icemv.mv.model import list_materialized_views, load_materialized_view
 from icemv.spec.refresh_state import RefreshState, SourceState, encode_refresh_state
 from icemv.spec.view_metadata import new_view_metadata
 

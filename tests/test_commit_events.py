@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from icemv.errors import BadEventError
 from icemv.events.parse import (
-    BadEventError,
     EventDeduplicator,
     EventHint,
     IgnoredEvent,

@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from icemv.config import ConfigError, load_config, masked_dump, parse_config
+from icemv.config import load_config, masked_dump, parse_config
+from icemv.errors import ConfigError
 
 
 def test_defaults_are_the_embedded_lakehouse() -> None:

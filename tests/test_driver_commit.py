@@ -9,9 +9,8 @@ from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from icemv.catalog.lakehouse import Lakehouse
-from icemv.refresh.changes.classify import FullRefreshRequiredError
+from icemv.errors import FullRefreshRequiredError, StorageCommitConflictError
 from icemv.refresh.commit.driver import commit_rows, live_data_files
-from icemv.refresh.commit.spark_write import StorageCommitConflictError
 from icemv.refresh.patch.row_images import rewrite_row_images
 
 SCHEMA = Schema(

@@ -22,7 +22,8 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from icemv.catalog.embedded.server import EmbeddedPostgres, EmbeddedPostgresError
+from icemv.catalog.embedded.server import EmbeddedPostgres
+from icemv.errors import EmbeddedPostgresError
 
 pytestmark = pytest.mark.postgres
 

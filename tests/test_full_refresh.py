@@ -10,18 +10,14 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import MaterializedViewSpec
+from icemv.errors import StorageCommitConflictError, ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import apply_declared, create_mv, drop_mv, replace_mv
 from icemv.mv.model import load_materialized_view
-from icemv.refresh.commit.spark_write import (
-    StorageCommitConflictError,
-    commit_properties,
-    overwrite_storage,
-)
+from icemv.refresh.commit.spark_write import commit_properties, overwrite_storage
 from icemv.refresh.policy import refresh_mv
-from icemv.sql.parse import ViewSqlError
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips
 

@@ -7,10 +7,10 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from icemv.errors import StorageCommitConflictError
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import Freshness, SourceFreshness, State
 from icemv.mv.history import RefreshRecord
-from icemv.refresh.commit.spark_write import StorageCommitConflictError
 from icemv.refresh.result import Mode, RefreshResult
 from icemv.service.metrics import METRIC_NAMES, Metrics
 from icemv.spec.refresh_state import RefreshState, SourceState

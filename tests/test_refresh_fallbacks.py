@@ -7,13 +7,14 @@ import datetime as dt
 import pytest
 
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import RefreshFailedError
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.maintenance import compact_storage
 from icemv.mv.model import load_materialized_view
-from icemv.refresh.policy import RefreshFailedError, refresh_mv
+from icemv.refresh.policy import refresh_mv
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips
 

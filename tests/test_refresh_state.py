@@ -2,9 +2,9 @@ import json
 
 import pytest
 
+from icemv.errors import RefreshStateError
 from icemv.spec.refresh_state import (
     RefreshState,
-    RefreshStateError,
     SourceState,
     decode_refresh_state,
     encode_refresh_state,

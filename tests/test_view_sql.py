@@ -1,14 +1,9 @@
 import pytest
 
-from icemv.identifiers import Identifier, InvalidIdentifierError
-from icemv.spec.partitioning import PartitionSpecError, parse_partition_field
-from icemv.sql.parse import (
-    ViewSqlError,
-    duplicate_names,
-    parse_query,
-    table_references,
-    unnamed_output_columns,
-)
+from icemv.errors import InvalidIdentifierError, PartitionSpecError, ViewSqlError
+from icemv.identifiers import Identifier
+from icemv.spec.partitioning import parse_partition_field
+from icemv.sql.parse import duplicate_names, parse_query, table_references, unnamed_output_columns
 
 
 def test_table_references_skip_ctes_and_functions() -> None:

@@ -18,12 +18,10 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from icemv.errors import ConfigError
+
 ENV_PREFIX = "ICEMV_"
 ENV_SEPARATOR = "__"
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; the message names the bad key."""
 
 
 class _Section(BaseModel):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-class InvalidIdentifierError(ValueError):
-    pass
+from icemv.errors import InvalidIdentifierError
 
 
 @dataclass(frozen=True, order=True)

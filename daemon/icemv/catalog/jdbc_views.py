@@ -17,22 +17,11 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from icemv.errors import NoSuchViewError, ViewAlreadyExistsError, ViewCommitConflictError
 from icemv.identifiers import Identifier
 from icemv.spec.view_metadata import ViewMetadata, decode_view_metadata, encode_view_metadata
 
 VIEW_TYPE = "VIEW"
-
-
-class NoSuchViewError(LookupError):
-    pass
-
-
-class ViewAlreadyExistsError(ValueError):
-    pass
-
-
-class ViewCommitConflictError(RuntimeError):
-    """Another writer replaced the view first; reload and retry."""
 
 
 @dataclass(frozen=True)

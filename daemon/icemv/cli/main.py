@@ -12,42 +12,16 @@ from typing import Any
 import yaml
 
 from icemv.catalog.lakehouse import Lakehouse
-from icemv.config import Config, ConfigError, load_config, masked_dump
-from icemv.identifiers import InvalidIdentifierError
+from icemv.config import Config, load_config, masked_dump
+from icemv.errors import ConfigError, IcemvError
 from icemv.logs import configure_logging
-
-# Errors whose message is the whole story for a user: no traceback.
-try:
-    from icemv.catalog.embedded.server import EmbeddedPostgresError
-except ImportError:  # pragma: no cover
-    EmbeddedPostgresError = RuntimeError  # type: ignore[misc,assignment]
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors whose message is the whole story for a user: printed as one line."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    from icemv.engine.spark import SparkSetupError
-    from icemv.mv.lifecycle import MaterializedViewExistsError
-    from icemv.mv.model import NotAMaterializedViewError
-    from icemv.refresh.policy import RefreshFailedError
-    from icemv.spec.durations import DurationError
-    from icemv.spec.partitioning import PartitionSpecError
-    from icemv.sql.parse import ViewSqlError
-
-    return (
-        NoSuchTableError,
-        NoSuchNamespaceError,
-        DurationError,
-        ConfigError,
-        InvalidIdentifierError,
-        ViewSqlError,
-        NotAMaterializedViewError,
-        MaterializedViewExistsError,
-        PartitionSpecError,
-        RefreshFailedError,
-        SparkSetupError,
-        EmbeddedPostgresError,
-    )
+    return (IcemvError, NoSuchTableError, NoSuchNamespaceError)
 
 
 def _properties(pairs: Sequence[str]) -> dict[str, str]:

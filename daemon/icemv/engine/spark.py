@@ -12,15 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from icemv.catalog.jdbc import CatalogEndpoint
 from icemv.config import Config
+from icemv.errors import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ICEBERG_RUNTIME_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
-
-
-class SparkSetupError(RuntimeError):
-    pass
 
 
 def vendored_iceberg_jar() -> str:

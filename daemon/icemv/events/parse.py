@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from icemv.errors import BadEventError
+
 ICEMV = "icemv"
 LAKEKEEPER = "lakekeeper"
 POLARIS = "polaris"
@@ -87,14 +89,6 @@ class IgnoredEvent:
 
 
 EventHint = TableCommitHint | ViewChangeHint | IgnoredEvent
-
-
-class BadEventError(ValueError):
-    """A message that cannot be understood; `reason` is a fixed code fit for a metric label."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
 
 
 def parse_event(

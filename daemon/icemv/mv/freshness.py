@@ -15,8 +15,8 @@ from typing import Literal
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.snapshots import ancestors_of
 
-from icemv.catalog.jdbc_views import NoSuchViewError
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import NoSuchViewError
 from icemv.identifiers import Identifier
 from icemv.mv.history import RefreshRecord, latest_refresh
 from icemv.mv.model import MaterializedView

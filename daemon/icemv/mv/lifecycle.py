@@ -19,9 +19,9 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
 from icemv.catalog.jdbc import ensure_namespace
-from icemv.catalog.jdbc_views import ViewAlreadyExistsError
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import MaterializedViewSpec
+from icemv.errors import MaterializedViewExistsError, ViewAlreadyExistsError, ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.mv.model import (
     MaterializedView,
@@ -30,7 +30,7 @@ from icemv.mv.model import (
 )
 from icemv.spec.partitioning import parse_partition_field
 from icemv.spec.view_metadata import new_view_metadata
-from icemv.sql.parse import ViewSqlError, duplicate_names, parse_query, unnamed_output_columns
+from icemv.sql.parse import duplicate_names, parse_query, unnamed_output_columns
 from icemv.sql.pinning import pin_sources
 
 log = structlog.get_logger(__name__)
@@ -43,10 +43,6 @@ STORAGE_TABLE_PROPERTIES = {
     "write.update.mode": "merge-on-read",
     "write.merge.mode": "merge-on-read",
 }
-
-
-class MaterializedViewExistsError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

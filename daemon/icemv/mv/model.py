@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from icemv.catalog.jdbc_views import LoadedView, NoSuchViewError
+from icemv.catalog.jdbc_views import LoadedView
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import NoSuchViewError, NotAMaterializedViewError
 from icemv.identifiers import Identifier
 from icemv.spec.view_metadata import ViewVersion
 
 # View properties that steer icemv.
 REFRESH_POLICY_PROPERTY = "icemv.refresh-policy"
 MAX_STALENESS_PROPERTY = "icemv.max-staleness"
-
-
-class NotAMaterializedViewError(LookupError):
-    pass
 
 
 @dataclass(frozen=True)

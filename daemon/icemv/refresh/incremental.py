@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import FullRefreshRequiredError
 from icemv.identifiers import Identifier
 from icemv.mv.history import RefreshRecord
 from icemv.mv.model import MaterializedView
-from icemv.refresh.changes.classify import FullRefreshRequiredError, SourceChange, classify_change
+from icemv.refresh.changes.classify import SourceChange, classify_change
 from icemv.refresh.changes.reader import ChangeReader, change_reader
 from icemv.refresh.commit.driver import commit_rows
 from icemv.refresh.commit.spark_write import (

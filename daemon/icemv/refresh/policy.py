@@ -17,11 +17,10 @@ import time
 import structlog
 
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import FullRefreshRequiredError, RefreshFailedError, StorageCommitConflictError
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, load_materialized_view
-from icemv.refresh.changes.classify import FullRefreshRequiredError
-from icemv.refresh.commit.spark_write import StorageCommitConflictError
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incremental import IncrementalPolicy, incremental_refresh
 from icemv.refresh.result import RefreshResult
@@ -32,10 +31,6 @@ MAX_ATTEMPTS = 4
 POLICIES = ("auto", "incremental", "incremental-strict", "full")
 # Fallbacks that even `incremental-strict` accepts: there is nothing to be incremental from.
 INHERENTLY_FULL = ("never-refreshed", "definition-changed")
-
-
-class RefreshFailedError(RuntimeError):
-    pass
 
 
 def refresh_mv(

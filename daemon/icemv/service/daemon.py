@@ -18,9 +18,10 @@ from pathlib import Path
 import structlog
 
 from icemv.catalog.lakehouse import Lakehouse
-from icemv.config import Config, ConfigError, load_config
+from icemv.config import Config, load_config
 from icemv.engine.spark import session_ready
-from icemv.identifiers import Identifier, InvalidIdentifierError
+from icemv.errors import ConfigError, InvalidIdentifierError
+from icemv.identifiers import Identifier
 from icemv.mv.history import commit_to_fresh_seconds, latest_refresh
 from icemv.mv.lifecycle import apply_declared
 from icemv.refresh.policy import refresh_mv

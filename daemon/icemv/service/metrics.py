@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pyiceberg.exceptions import CommitFailedException
 
-from icemv.catalog.jdbc_views import ViewCommitConflictError
+from icemv.errors import StorageCommitConflictError, ViewCommitConflictError
 from icemv.mv.freshness import Freshness, State
-from icemv.refresh.commit.spark_write import StorageCommitConflictError
 from icemv.refresh.result import RefreshResult
 
 # Family names as PromQL sees them (histograms add _bucket, _sum and _count series).

@@ -19,6 +19,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import DurationError
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.model import (
@@ -29,7 +30,7 @@ from icemv.mv.model import (
 from icemv.refresh.result import RefreshResult
 from icemv.service.metrics import Metrics
 from icemv.service.source_index import SourceIndex
-from icemv.spec.durations import DurationError, parse_duration
+from icemv.spec.durations import parse_duration
 
 log = structlog.get_logger(__name__)
 

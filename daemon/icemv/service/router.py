@@ -13,15 +13,15 @@ from typing import Any
 
 import structlog
 
+from icemv.errors import BadEventError, InvalidIdentifierError
 from icemv.events.parse import (
-    BadEventError,
     EventDeduplicator,
     IgnoredEvent,
     TableCommitHint,
     ViewChangeHint,
     parse_event,
 )
-from icemv.identifiers import Identifier, InvalidIdentifierError
+from icemv.identifiers import Identifier
 from icemv.refresh.result import RefreshResult
 from icemv.service.metrics import Metrics
 from icemv.service.source_index import SourceIndex

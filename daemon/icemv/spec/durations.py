@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import re
 
+from icemv.errors import DurationError
+
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-class DurationError(ValueError):
-    pass
 
 
 def parse_duration(text: str) -> float:

@@ -17,6 +17,8 @@ from pyiceberg.transforms import (
     YearTransform,
 )
 
+from icemv.errors import PartitionSpecError
+
 _UNARY: dict[str, type[Transform[Any, Any]]] = {
     "years": YearTransform,
     "year": YearTransform,
@@ -28,10 +30,6 @@ _UNARY: dict[str, type[Transform[Any, Any]]] = {
     "hours": HourTransform,
     "hour": HourTransform,
 }
-
-
-class PartitionSpecError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

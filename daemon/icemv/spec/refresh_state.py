@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from icemv.errors import RefreshStateError
+
 REFRESH_STATE_KEY = "refresh-state"
 TRINO_DEPENDS_KEY = "dependsOnTables"
 TRINO_START_KEY = "trino-query-start-time"
-
-
-class RefreshStateError(ValueError):
-    """A refresh-state that cannot be decoded."""
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from icemv.errors import ViewMetadataError
 from icemv.identifiers import Identifier
-
-
-class ViewMetadataError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

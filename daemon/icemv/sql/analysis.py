@@ -17,10 +17,10 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from icemv.catalog.jdbc_views import NoSuchViewError
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import NoSuchViewError, ViewSqlError
 from icemv.identifiers import Identifier
-from icemv.sql.parse import ViewSqlError, parse_query, table_references
+from icemv.sql.parse import parse_query, table_references
 
 Shape = Literal["rows", "aggregate"]
 AggregateFunc = Literal["count_star", "count", "sum", "min", "max", "avg", "count_distinct"]

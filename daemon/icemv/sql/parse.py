@@ -6,9 +6,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-
-class ViewSqlError(ValueError):
-    """The SQL cannot define a materialized view; the message says why."""
+from icemv.errors import ViewSqlError
 
 
 def parse_query(sql: str) -> exp.Query:

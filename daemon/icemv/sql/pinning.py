@@ -14,17 +14,14 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 from sqlglot import exp
 
-from icemv.catalog.jdbc_views import LoadedView, NoSuchViewError
+from icemv.catalog.jdbc_views import LoadedView
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import NoSuchViewError, UnknownSourceError, ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.spec.refresh_state import SourceState
-from icemv.sql.parse import ViewSqlError, parse_query, table_references
+from icemv.sql.parse import parse_query, table_references
 
 MAX_VIEW_DEPTH = 16
-
-
-class UnknownSourceError(ViewSqlError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ import psycopg2  # type: ignore[import-untyped, unused-ignore]
 import structlog
 from psycopg2 import sql  # type: ignore[import-untyped, unused-ignore]
 
+from icemv.errors import EmbeddedPostgresError
+
 __all__ = ["EmbeddedPostgres", "EmbeddedPostgresError"]
 
 log = structlog.get_logger(__name__)
@@ -62,10 +64,6 @@ _RETRYABLE = (
     "pre-existing shared memory block",
     'lock file "postmaster.pid" already exists',
 )
-
-
-class EmbeddedPostgresError(RuntimeError):
-    """The embedded server could not be prepared, started or stopped."""
 
 
 @dataclass(frozen=True)

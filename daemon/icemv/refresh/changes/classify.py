@@ -13,19 +13,11 @@ from typing import Literal
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
+from icemv.errors import FullRefreshRequiredError
 from icemv.identifiers import Identifier
 from icemv.spec.refresh_state import SourceState
 
 ChangeKind = Literal["unchanged", "no-logical-change", "append-only", "general"]
-
-
-class FullRefreshRequiredError(Exception):
-    """The delta cannot (or should not) be computed; `reason` is the recorded reason code."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import UpdateTableMetadata
 from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
 
-from icemv.refresh.commit.spark_write import StorageCommitConflictError
+from icemv.errors import StorageCommitConflictError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

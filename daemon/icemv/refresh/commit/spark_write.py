@@ -15,6 +15,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
+from icemv.errors import StorageCommitConflictError
 from icemv.identifiers import Identifier
 from icemv.spec.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
 
@@ -27,10 +28,6 @@ log = structlog.get_logger(__name__)
 
 REFRESH_ID_KEY = "icemv.refresh-id"
 CONFLICT_MARKERS = ("ValidationException", "CommitFailedException", "CommitStateUnknownException")
-
-
-class StorageCommitConflictError(RuntimeError):
-    """The storage table moved since the refresh was planned."""
 
 
 def commit_properties(state: RefreshState, details: Mapping[str, str]) -> dict[str, str]:

@@ -27,7 +27,7 @@ from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
-from icemv.refresh.changes.classify import FullRefreshRequiredError
+from icemv.errors import FullRefreshRequiredError
 from icemv.refresh.commit.driver import conform_to_storage
 
 Image = tuple[Hashable, ...]

@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
+from icemv.errors import FullRefreshRequiredError
 from icemv.identifiers import quote_part
-from icemv.refresh.changes.classify import FullRefreshRequiredError
 from icemv.refresh.commit.driver import collect_bounded, live_data_files
 from icemv.refresh.patch.row_images import rewrite_row_images
 from icemv.sql.analysis import WEIGHT, AggregateColumn, IvmAnalysis
