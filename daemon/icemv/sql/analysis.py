@@ -21,6 +21,7 @@ from sqlglot.schema import MappingSchema
 from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.sql.constructs import unsupported_constructs
+from icemv.sql.exact_case import ExactCase
 from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
 
@@ -110,6 +111,7 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
     reasons: list[str] = []
     details: list[str] = []
     sources: list[Identifier] = []
+    resolved_tables: list[TableInfo] = []
     tables: dict[str, dict[str, dict[str, str]]] = {}  # namespace -> table -> columns
     catalog = resolver.catalog_name
     for table in table_references(query):
@@ -123,15 +125,21 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
                 reasons.append("unknown-source")
                 details.append(f"{identifier} does not exist")
             continue
-        table.set("this", exp.to_identifier(resolved.identifier.name))
-        table.set("db", exp.to_identifier(resolved.identifier.namespace_str))
-        table.set("catalog", exp.to_identifier(catalog))
+        table.set("this", exp.to_identifier(resolved.identifier.name, quoted=True))
+        table.set("db", exp.to_identifier(resolved.identifier.namespace_str, quoted=True))
+        table.set("catalog", exp.to_identifier(catalog, quoted=True))
         if resolved.identifier not in sources:
             sources.append(resolved.identifier)
+            resolved_tables.append(resolved)
         columns = {column: "string" for column in resolved.columns}
         tables.setdefault(resolved.identifier.namespace_str, {})[resolved.identifier.name] = columns
     if reasons:
         return NotMaintainable(tuple(reasons), tuple(details), sources=tuple(sources))
+    exact = ExactCase.of(query, resolved_tables)
+    if exact is None:
+        return NotMaintainable(
+            ("unresolvable",), ("source names differ only in case",), sources=tuple(sources)
+        )
     try:
         qualified = qualify(
             query,
@@ -146,6 +154,7 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
         return NotMaintainable(("unresolvable",), (str(exc),), sources=tuple(sources))
     if not isinstance(qualified, exp.Query):
         return NotMaintainable(("unresolvable",), ("not a query after qualification",))
+    exact.restore(qualified)
     reasons, details = unsupported_constructs(qualified)
     if reasons:
         return NotMaintainable(tuple(reasons), tuple(details), sources=tuple(sources))
