@@ -28,8 +28,8 @@ from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.full import full_refresh
 from icemv.refresh.plan import plan_refresh
-from icemv.refresh.resolver import CatalogReads
 from icemv.refresh.policy import refresh_mv
+from icemv.refresh.resolver import CatalogReads
 
 SHAPES = {
     "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",
