@@ -9,6 +9,7 @@ from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
 from icemv.mv.history import latest_refresh
 from icemv.mv.model import load_materialized_view
+from icemv.refresh.resolver import CatalogReads
 from icemv.sql.pinning import pin_sources
 
 
@@ -25,7 +26,7 @@ def storage_and_oracle(
     record = latest_refresh(storage)
     assert record is not None, f"{identifier} was never refreshed"
     at = {Identifier(s.namespace, s.name): s.snapshot_id for s in record.state.tables()}
-    pinned = pin_sources(lakehouse, mv.sql, mv.version.default_namespace, at=at)
+    pinned = pin_sources(CatalogReads(lakehouse), mv.sql, mv.version.default_namespace, at=at)
     assert {s.snapshot_id for s in pinned.sources if s.type == "table"} <= set(at.values())
     spark = lakehouse.spark
     expected = spark.sql(pinned.sql).collect()

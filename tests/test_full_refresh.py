@@ -16,8 +16,9 @@ from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import apply_declared, create_mv, drop_mv, replace_mv
 from icemv.mv.model import load_materialized_view
-from icemv.refresh.commit.spark_write import commit_properties, overwrite_storage
+from icemv.refresh.commit.spark_write import overwrite_storage
 from icemv.refresh.policy import refresh_mv
+from icemv.refresh.record import commit_properties
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips
 

@@ -10,7 +10,6 @@ parsed and checked against the metrics icemv exports.
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 import math
 import re
@@ -29,6 +28,7 @@ import icemv.refresh.policy
 from icemv.cli.main import build_parser
 from icemv.config import Config, MaterializedViewSpec, load_config, parse_config
 from icemv.service.metrics import METRIC_NAMES, Metrics
+from icemv.spec.summary import RefreshReason
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "helm" / "icemv"
@@ -709,8 +709,7 @@ def test_alert_expressions_mean_what_operations_md_says(chart: Any) -> None:
     assert set(excluded.group(1).split("|")) == EXPECTED_FULL_REASONS
     # Those reasons are the ones icemv gives to full refreshes that are not fallbacks.
     assert set(icemv.refresh.policy.INHERENTLY_FULL) <= EXPECTED_FULL_REASONS
-    source = inspect.getsource(icemv.refresh.policy)
-    assert '"requested"' in source and '"policy-full"' in source
+    assert {RefreshReason.REQUESTED, RefreshReason.POLICY_FULL} <= EXPECTED_FULL_REASONS
     assert re.search(r"icemv_ready\{[^}]*\}\) == 0", rules["IcemvNotReady"]["expr"])
     assert rules["IcemvAbsent"]["expr"].strip().startswith("absent(icemv_ready{")
     assert rules["IcemvAbsent"]["labels"]["severity"] == "critical"

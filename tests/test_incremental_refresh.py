@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import icemv.refresh.incremental as incremental
@@ -224,3 +225,85 @@ def test_a_patch_too_big_for_the_driver_goes_through_spark(
         written = "spark" if len(rows) > 2 else "driver"
         assert summary.additional_properties["icemv.storage-write"] == written
         assert ("spark.app.id" in summary.additional_properties) == (written == "spark")
+
+
+EXACT_CASE = pa.schema(
+    [
+        pa.field("Id", pa.int64()),
+        pa.field("Vendor Name", pa.string()),
+        pa.field("Fare", pa.float64()),
+    ]
+)
+EXACT_CASE_SHAPES = {
+    "filter": "SELECT Id, `Vendor Name`, Fare FROM {table} WHERE Fare > 5 OR Fare IS NULL",
+    "count-sum": (
+        "SELECT `Vendor Name` AS `Vendor`, count(*) AS N, sum(Fare) AS `Sum Fare` "
+        "FROM {table} GROUP BY `Vendor Name`"
+    ),
+    "min-max": (
+        "SELECT `Vendor Name`, min(Fare) AS Lo, max(Fare) AS Hi FROM {table} GROUP BY `Vendor Name`"
+    ),
+    "self-join": (
+        "SELECT a.Id AS A_Id, b.Id AS `B Id` FROM {table} a JOIN {table} b "
+        "ON a.`Vendor Name` = b.`Vendor Name` AND a.Id < b.Id"
+    ),
+}
+
+EXACT_CASE_COLUMNS = {
+    "filter": ["Id", "Vendor Name", "Fare"],
+    "count-sum": ["Vendor", "N", "Sum Fare"],
+    "min-max": ["Vendor Name", "Lo", "Hi"],
+    "self-join": ["A_Id", "B Id"],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(EXACT_CASE_SHAPES))
+@pytest.mark.parametrize(
+    ("table_name", "storage_writes"),
+    [("MixedTbl", "driver"), ("Mixed Tbl", "driver"), ("MixedTbl", "spark")],
+)
+def test_exact_case_names_refresh_incrementally(
+    lakehouse: Lakehouse, namespace: str, shape: str, table_name: str, storage_writes: str
+) -> None:
+    """Issue 12 item 11: catalog names are case-sensitive; a table and columns with upper
+    case and spaces keep their exact names through change reads, delta SQL and patches."""
+    if storage_writes == "spark":
+        lakehouse = spark_writes_only(lakehouse)
+    source = Identifier((namespace,), table_name)
+    rows = [(1, "a", 10.0), (2, "a", 10.0), (3, "B", None), (4, None, 7.5), (5, "B", 2.5)]
+    table = lakehouse.catalog.create_table(
+        source.as_tuple(), schema=EXACT_CASE, properties={"format-version": "2"}
+    )
+    table.append(
+        pa.Table.from_pylist(
+            [dict(zip(EXACT_CASE.names, r, strict=True)) for r in rows], schema=EXACT_CASE
+        )
+    )
+    with table.transaction() as tx:
+        tx.set_properties({f"write.{op}.mode": "merge-on-read" for op in ("delete", "update")})
+    quoted = f"{namespace}.`{table_name}`"
+    mv_id = Identifier((namespace,), "mv")
+    sql = EXACT_CASE_SHAPES[shape].format(table=quoted)
+    create_mv(lakehouse, mv_id, sql, properties={"icemv.refresh-policy": "incremental-strict"})
+    assert refresh_mv(lakehouse, mv_id).mode == "full"
+    spark, name = lakehouse.spark, lakehouse.quoted(source)
+    operations = [
+        lambda: lakehouse.load_table(source).append(
+            pa.Table.from_pylist(
+                [
+                    {"Id": 6, "Vendor Name": "a", "Fare": 9.0},
+                    {"Id": 7, "Vendor Name": "B", "Fare": 1.0},
+                ],
+                schema=EXACT_CASE,
+            )
+        ),
+        lambda: spark.sql(f"DELETE FROM {name} WHERE Id IN (2, 4)"),
+        lambda: spark.sql(f"UPDATE {name} SET Fare = Fare + 1, `Vendor Name` = 'B' WHERE Id = 1"),
+    ]
+    for operation in operations:
+        operation()
+        result = refresh_mv(lakehouse, mv_id)
+        assert result.mode == "incremental", result
+        assert_matches_oracle(lakehouse, mv_id)
+    storage = lakehouse.load_table(mv_id.storage_default())
+    assert storage.schema().column_names == EXACT_CASE_COLUMNS[shape]

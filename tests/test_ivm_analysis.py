@@ -7,7 +7,8 @@ import pytest
 
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.mv.explain import explain_analysis, render_explain
-from icemv.sql.analysis import analyse
+from icemv.refresh.resolver import CatalogReads
+from icemv.sql.analysis import AggregateAnalysis, NotMaintainable, analyse
 
 SCHEMA = pa.schema([("id", pa.int64()), ("vendor", pa.string()), ("fare", pa.float64())])
 
@@ -50,10 +51,11 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
 def test_maintainable_shapes(
     lakehouse: Lakehouse, sql: str, shape: str, with_appends: str | None, with_deletes: str | None
 ) -> None:
-    analysis = analyse(lakehouse, sql, ("nyc",))
-    assert analysis.maintainable, analysis.details
+    analysis = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert not isinstance(analysis, NotMaintainable), analysis.details
     assert analysis.shape == shape
     if with_appends is not None:
+        assert isinstance(analysis, AggregateAnalysis)
         assert analysis.aggregate_strategy(with_deletes=False) == with_appends
         assert analysis.aggregate_strategy(with_deletes=True) == with_deletes
     text = render_explain(explain_analysis(analysis, "auto"))
@@ -85,8 +87,8 @@ def test_maintainable_shapes(
     ],
 )
 def test_reasons_for_full_refresh(lakehouse: Lakehouse, sql: str, reason: str) -> None:
-    analysis = analyse(lakehouse, sql, ("nyc",))
-    assert not analysis.maintainable
+    analysis = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert isinstance(analysis, NotMaintainable)
     assert any(r.startswith(reason) for r in analysis.reasons), analysis.reasons
     text = render_explain(explain_analysis(analysis, "auto"))
     assert "full refresh only" in text and reason in text

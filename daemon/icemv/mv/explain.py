@@ -6,7 +6,8 @@ from typing import Any
 
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, MaterializedView
-from icemv.sql.analysis import IvmAnalysis, analyse
+from icemv.refresh.resolver import CatalogReads
+from icemv.sql.analysis import IvmAnalysis, NotMaintainable, RowsAnalysis, analyse
 
 CHANGE_SETS = (
     "append snapshots: rows of the added data files; replace (compaction): skipped; "
@@ -21,13 +22,13 @@ def explain_analysis(analysis: IvmAnalysis, policy: str) -> dict[str, Any]:
         "policy": policy,
         "sources": [s.dotted for s in analysis.sources],
     }
-    if not analysis.maintainable:
+    if isinstance(analysis, NotMaintainable):
         report["reasons"] = list(analysis.reasons)
         report["details"] = list(analysis.details)
         return report
     report["shape"] = analysis.shape
     report["change-sets"] = CHANGE_SETS
-    if analysis.shape == "rows":
+    if isinstance(analysis, RowsAnalysis):
         report["strategy"] = (
             "inserted rows appended; deleted row images removed one copy per deleted base row"
             + (
@@ -45,7 +46,9 @@ def explain_analysis(analysis: IvmAnalysis, policy: str) -> dict[str, Any]:
 
 
 def explain(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
-    analysis = analyse(lakehouse, mv.sql, mv.version.default_namespace or mv.identifier.namespace)
+    analysis = analyse(
+        CatalogReads(lakehouse), mv.sql, mv.version.default_namespace or mv.identifier.namespace
+    )
     policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
     return {"name": mv.identifier.dotted, **explain_analysis(analysis, policy)}
 

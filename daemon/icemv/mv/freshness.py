@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
 
+from icemv.catalog.jdbc_views import LoadedView
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import NoSuchViewError
 from icemv.identifiers import Identifier
@@ -23,6 +25,25 @@ from icemv.mv.model import MaterializedView
 from icemv.spec.refresh_state import SourceState
 
 State = Literal["fresh", "stale", "invalid"]
+
+
+class CatalogReader(Protocol):
+    """Table and view loads; a refresh passes its cached ones (`refresh.resolver`)."""
+
+    def load_table(self, identifier: Identifier) -> Table: ...
+
+    def load_view(self, identifier: Identifier) -> LoadedView: ...
+
+
+class _Direct:
+    def __init__(self, lakehouse: Lakehouse) -> None:
+        self._lakehouse = lakehouse
+
+    def load_table(self, identifier: Identifier) -> Table:
+        return self._lakehouse.load_table(identifier)
+
+    def load_view(self, identifier: Identifier) -> LoadedView:
+        return self._lakehouse.views.load(identifier)
 
 
 @dataclass(frozen=True)
@@ -54,12 +75,16 @@ class Freshness:
 
 
 def assess_freshness(
-    lakehouse: Lakehouse, mv: MaterializedView, now_ms: int | None = None
+    lakehouse: Lakehouse,
+    mv: MaterializedView,
+    now_ms: int | None = None,
+    reads: CatalogReader | None = None,
 ) -> Freshness:
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    reader = reads or _Direct(lakehouse)
     version = mv.version
     try:
-        storage = lakehouse.load_table(mv.storage)
+        storage = reader.load_table(mv.storage)
     except NoSuchTableError:
         return Freshness(
             "invalid", "storage-table-missing", _age(now_ms, version.timestamp_ms), None, ()
@@ -67,7 +92,7 @@ def assess_freshness(
     record = latest_refresh(storage)
     if record is None:
         return Freshness("invalid", "never-refreshed", _age(now_ms, version.timestamp_ms), None, ())
-    sources = tuple(_source_freshness(lakehouse, source) for source in record.state.source_states)
+    sources = tuple(_source_freshness(reader, source) for source in record.state.source_states)
     if record.state.view_version_id not in (None, version.version_id):
         return Freshness(
             "invalid", "definition-changed", _age(now_ms, version.timestamp_ms), record, sources
@@ -89,11 +114,11 @@ def _age(now_ms: int, since_ms: int) -> float:
     return max(0.0, (now_ms - since_ms) / 1000.0)
 
 
-def _source_freshness(lakehouse: Lakehouse, recorded: SourceState) -> SourceFreshness:
+def _source_freshness(reader: CatalogReader, recorded: SourceState) -> SourceFreshness:
     identifier = Identifier(recorded.namespace, recorded.name)
     if recorded.type == "view":
         try:
-            metadata = lakehouse.views.load(identifier).metadata
+            metadata = reader.load_view(identifier).metadata
         except NoSuchViewError:
             return SourceFreshness(recorded, problem="dropped")
         if recorded.uuid is not None and metadata.view_uuid != recorded.uuid:
@@ -111,7 +136,7 @@ def _source_freshness(lakehouse: Lakehouse, recorded: SourceState) -> SourceFres
             else None,
         )
     try:
-        table = lakehouse.load_table(identifier)
+        table = reader.load_table(identifier)
     except NoSuchTableError:
         return SourceFreshness(recorded, problem="dropped")
     current = table.current_snapshot()

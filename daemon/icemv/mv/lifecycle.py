@@ -28,6 +28,7 @@ from icemv.mv.model import (
     list_materialized_views,
     load_materialized_view,
 )
+from icemv.refresh.resolver import CatalogReads
 from icemv.spec.partitioning import parse_partition_field
 from icemv.spec.view_metadata import new_view_metadata
 from icemv.sql.parse import duplicate_names, parse_query, unnamed_output_columns
@@ -59,7 +60,7 @@ def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -
         raise ViewSqlError(
             "every output column needs a name; add AS <name> to: " + ", ".join(unnamed)
         )
-    pinned = pin_sources(lakehouse, sql, namespace)
+    pinned = pin_sources(CatalogReads(lakehouse), sql, namespace)
     try:
         schema = lakehouse.spark.sql(pinned.sql).schema
     except Exception as exc:  # Spark's AnalysisException and friends

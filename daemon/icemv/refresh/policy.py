@@ -12,6 +12,7 @@ the new state either finds the MV fresh (nothing to do) or refreshes again.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import structlog
@@ -22,15 +23,18 @@ from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, load_materialized_view
 from icemv.refresh.full import full_refresh
-from icemv.refresh.incremental import IncrementalPolicy, incremental_refresh
+from icemv.refresh.incremental import incremental_refresh
+from icemv.refresh.plan import plan_incremental, plan_refresh
+from icemv.refresh.resolver import CatalogReads
 from icemv.refresh.result import RefreshResult
+from icemv.spec.summary import RefreshMode, RefreshReason
 
 log = structlog.get_logger(__name__)
 
 MAX_ATTEMPTS = 4
 POLICIES = ("auto", "incremental", "incremental-strict", "full")
 # Fallbacks that even `incremental-strict` accepts: there is nothing to be incremental from.
-INHERENTLY_FULL = ("never-refreshed", "definition-changed")
+INHERENTLY_FULL = (RefreshReason.NEVER_REFRESHED, RefreshReason.DEFINITION_CHANGED)
 
 
 def refresh_mv(
@@ -38,14 +42,15 @@ def refresh_mv(
 ) -> RefreshResult:
     for attempt in range(1, MAX_ATTEMPTS + 1):
         started = time.time()
+        reads = CatalogReads(lakehouse)  # each table loaded once per attempt
         mv = load_materialized_view(lakehouse, identifier)
-        freshness = assess_freshness(lakehouse, mv)
+        freshness = assess_freshness(lakehouse, mv, reads=reads)
         if freshness.state == "fresh" and not force_full:
             record = freshness.last_refresh
             return RefreshResult(
                 mv=identifier,
-                mode="skipped",
-                reason="already-fresh",
+                mode=RefreshMode.SKIPPED,
+                reason=RefreshReason.ALREADY_FRESH,
                 storage_snapshot_id=record.snapshot_id if record else None,
                 rows_inserted=0,
                 rows_deleted=0,
@@ -61,21 +66,21 @@ def refresh_mv(
                 f"{identifier}: {REFRESH_POLICY_PROPERTY}={policy!r} is not one of {allowed}"
             )
         try:
+            plan = plan_refresh(reads, mv, int(started * 1000))
             if force_full:
-                result = full_refresh(lakehouse, mv, "requested")
+                result = full_refresh(plan, RefreshReason.REQUESTED)
             elif policy == "full":
-                result = full_refresh(lakehouse, mv, "policy-full")
+                result = full_refresh(plan, RefreshReason.POLICY_FULL)
             elif freshness.state == "invalid" or freshness.last_refresh is None:
-                reason = freshness.reason or "invalid"
+                reason = freshness.reason or RefreshReason.INVALID
                 if policy == "incremental-strict" and reason not in INHERENTLY_FULL:
                     raise RefreshFailedError(f"{identifier}: incremental-strict but {reason}")
-                result = full_refresh(lakehouse, mv, reason)
+                result = full_refresh(plan, reason)
             else:
                 ratio = lakehouse.config.refresh.auto_full_ratio if policy == "auto" else None
                 try:
-                    result = incremental_refresh(
-                        lakehouse, mv, freshness.last_refresh, IncrementalPolicy(ratio)
-                    )
+                    incremental = plan_incremental(plan, freshness.last_refresh, ratio)
+                    result = incremental_refresh(incremental, time.time() - started)
                 except FullRefreshRequiredError as fallback:
                     if policy == "incremental-strict":
                         raise RefreshFailedError(
@@ -87,12 +92,18 @@ def refresh_mv(
                         reason=fallback.reason,
                         detail=fallback.detail,
                     )
-                    result = full_refresh(lakehouse, mv, fallback.reason)
+                    result = full_refresh(plan, fallback.reason)
         except StorageCommitConflictError as exc:
             log.info(
                 "refresh_conflict_replanning", mv=str(identifier), attempt=attempt, error=str(exc)
             )
             force_full = False  # whoever won may have made the MV fresh already
             continue
-        return RefreshResult(**{**result.__dict__, "attempts": attempt})
+        log.debug(
+            "refresh_catalog_loads",
+            mv=str(identifier),
+            tables=reads.table_loads,
+            views=reads.view_loads,
+        )
+        return dataclasses.replace(result, attempts=attempt)
     raise RefreshFailedError(f"{identifier}: storage commit conflicted {MAX_ATTEMPTS} times")

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from icemv.identifiers import Identifier
 from icemv.spec.refresh_state import SourceState
+from icemv.spec.summary import RefreshMode
 
-Mode = Literal["full", "incremental", "no-op", "skipped"]
+Mode = RefreshMode  # the name callers import
 
 
 @dataclass(frozen=True)
 class RefreshResult:
     mv: Identifier
     # skipped: the MV was already fresh, nothing committed.
-    mode: Mode
-    reason: str
+    mode: RefreshMode
+    reason: str  # a RefreshReason, or an analysis code for a fallback (`window-function`)
     storage_snapshot_id: int | None
     rows_inserted: int
     rows_deleted: int
@@ -27,9 +27,9 @@ class RefreshResult:
     attempts: int = 1
     # Source rows this refresh scanned (files of the change sets, or whole sources).
     source_rows_read: int | None = None
-    # Where the time went, by phase (plan, change-sets, delta, commit), for logs and tuning.
+    # Where the time went, by phase (plan, delta, commit), for logs and tuning.
     phase_seconds: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def committed(self) -> bool:
-        return self.storage_snapshot_id is not None and self.mode != "skipped"
+        return self.storage_snapshot_id is not None and self.mode != RefreshMode.SKIPPED

@@ -18,6 +18,7 @@ from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.mv.model import MaterializedView, list_materialized_views
+from icemv.refresh.resolver import CatalogReads
 from icemv.sql.pinning import pin_sources
 
 log = structlog.get_logger(__name__)
@@ -41,7 +42,9 @@ def build_index(lakehouse: Lakehouse) -> IndexSnapshot:
     for identifier, mv in mvs.items():
         try:
             pinned = pin_sources(
-                lakehouse, mv.sql, mv.version.default_namespace or identifier.namespace
+                CatalogReads(lakehouse),
+                mv.sql,
+                mv.version.default_namespace or identifier.namespace,
             )
         except (ViewSqlError, LookupError) as exc:
             broken[identifier] = str(exc)

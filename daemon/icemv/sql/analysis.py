@@ -4,41 +4,31 @@ The query is first normalised with sqlglot's `qualify` (stars expanded, every co
 qualified by its table alias, every source fully named) so the delta rewrite can swap
 table references safely. Every construct the delta rules cannot handle yields a reason
 code; the MV is then refreshed fully and the reason says why.
+
+Pure: the sources' schemas come from a `SourceResolver`; no catalog I/O here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-from pyiceberg.exceptions import NoSuchTableError
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from icemv.catalog.lakehouse import Lakehouse
-from icemv.errors import NoSuchViewError, ViewSqlError
+from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
+from icemv.sql.constructs import unsupported_constructs
+from icemv.sql.exact_case import ExactCase
 from icemv.sql.parse import parse_query, table_references
+from icemv.sql.sources import SourceResolver, TableInfo
 
 Shape = Literal["rows", "aggregate"]
 AggregateFunc = Literal["count_star", "count", "sum", "min", "max", "avg", "count_distinct"]
 AggregateStrategy = Literal["merge-aggregates", "recompute-groups"]
 
-NON_DETERMINISTIC = {
-    "rand", "random", "randn", "uuid", "now", "current_timestamp", "current_date",
-    "current_time", "localtimestamp", "unix_timestamp", "monotonically_increasing_id",
-    "spark_partition_id", "input_file_name", "shuffle", "current_user", "rand_str",
-}  # fmt: skip
-_NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
-    exp.Rand,
-    exp.Randn,
-    exp.Uuid,
-    exp.CurrentTimestamp,
-    exp.CurrentDate,
-    exp.CurrentTime,
-)
 _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -46,7 +36,6 @@ _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
     exp.Max: "max",
     exp.Avg: "avg",
 }
-WEIGHT = "__icemv_w"
 
 
 @dataclass(frozen=True)
@@ -63,23 +52,41 @@ class AggregateColumn:
 
 
 @dataclass(frozen=True)
-class IvmAnalysis:
+class NotMaintainable:
+    """The view is refreshed fully; `reasons` are codes, `details` say where."""
+
     reasons: tuple[str, ...]
     details: tuple[str, ...] = ()
-    shape: Shape | None = None
-    query: exp.Query | None = None
-    # Source tables as the query reads them (an MV source means its storage table).
+    # Source tables as the query reads them, as far as they resolved.
     sources: tuple[Identifier, ...] = ()
-    keys: tuple[KeyColumn, ...] = ()
-    aggregates: tuple[AggregateColumn, ...] = ()
-    # Output columns that are neither a key nor a bare aggregate (e.g. sum(x) / count(*)).
-    derived: tuple[str, ...] = ()
-    having: bool = False
-    output_columns: tuple[str, ...] = field(default_factory=tuple)
+    maintainable: ClassVar[bool] = False
 
-    @property
-    def maintainable(self) -> bool:
-        return not self.reasons
+
+@dataclass(frozen=True)
+class RowsAnalysis:
+    """Filter / project / inner join / UNION ALL: the delta is rows with weights."""
+
+    query: exp.Query  # qualified: every column by alias, every table fully named
+    sources: tuple[Identifier, ...]
+    output_columns: tuple[str, ...]
+    maintainable: ClassVar[bool] = True
+    shape: ClassVar[Shape] = "rows"
+
+
+@dataclass(frozen=True)
+class AggregateAnalysis:
+    """One GROUP BY (or a global aggregate): the delta is per group."""
+
+    query: exp.Select
+    sources: tuple[Identifier, ...]
+    keys: tuple[KeyColumn, ...]
+    aggregates: tuple[AggregateColumn, ...]
+    # Output columns that are neither a key nor a bare aggregate (e.g. sum(x) / count(*)).
+    derived: tuple[str, ...]
+    having: bool
+    output_columns: tuple[str, ...]
+    maintainable: ClassVar[bool] = True
+    shape: ClassVar[Shape] = "aggregate"
 
     def aggregate_strategy(self, with_deletes: bool) -> AggregateStrategy:
         """Merge from the delta when the stored values suffice, else recompute the groups."""
@@ -91,42 +98,52 @@ class IvmAnalysis:
         return "merge-aggregates"
 
 
-def analyse(lakehouse: Lakehouse, sql: str, default_namespace: tuple[str, ...]) -> IvmAnalysis:
+IvmAnalysis = NotMaintainable | RowsAnalysis | AggregateAnalysis
+MaintainableAnalysis = RowsAnalysis | AggregateAnalysis
+
+
+def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ...]) -> IvmAnalysis:
+    """Whether (and how) the view is maintained incrementally; sources via `resolver`."""
     try:
         query = parse_query(sql)
     except ViewSqlError as exc:
-        return IvmAnalysis(("unparsable",), (str(exc),))
+        return NotMaintainable(("unparsable",), (str(exc),))
     reasons: list[str] = []
     details: list[str] = []
     sources: list[Identifier] = []
-    schema: dict[str, object] = {}
-    catalog = lakehouse.catalog_name
+    resolved_tables: list[TableInfo] = []
+    tables: dict[str, dict[str, dict[str, str]]] = {}  # namespace -> table -> columns
+    catalog = resolver.catalog_name
     for table in table_references(query):
         identifier = Identifier((table.db,) if table.db else default_namespace, table.name)
-        resolved = _resolve_table(lakehouse, identifier)
+        resolved = _resolve_table(resolver, identifier)
         if resolved is None:
-            if lakehouse.views.exists(identifier):
+            if resolver.view(identifier) is not None:
                 reasons.append("view-source")
                 details.append(f"{identifier} is a plain view: inline its SQL to maintain it")
             else:
                 reasons.append("unknown-source")
                 details.append(f"{identifier} does not exist")
             continue
-        source, columns = resolved
-        table.set("this", exp.to_identifier(source.name))
-        table.set("db", exp.to_identifier(source.namespace_str))
-        table.set("catalog", exp.to_identifier(catalog))
-        if source not in sources:
-            sources.append(source)
-        namespaces = schema.setdefault(catalog, {})
-        assert isinstance(namespaces, dict)
-        namespaces.setdefault(source.namespace_str, {})[source.name] = columns
+        table.set("this", exp.to_identifier(resolved.identifier.name, quoted=True))
+        table.set("db", exp.to_identifier(resolved.identifier.namespace_str, quoted=True))
+        table.set("catalog", exp.to_identifier(catalog, quoted=True))
+        if resolved.identifier not in sources:
+            sources.append(resolved.identifier)
+            resolved_tables.append(resolved)
+        columns = {column: "string" for column in resolved.columns}
+        tables.setdefault(resolved.identifier.namespace_str, {})[resolved.identifier.name] = columns
     if reasons:
-        return IvmAnalysis(tuple(reasons), tuple(details), sources=tuple(sources))
+        return NotMaintainable(tuple(reasons), tuple(details), sources=tuple(sources))
+    exact = ExactCase.of(query, resolved_tables)
+    if exact is None:
+        return NotMaintainable(
+            ("unresolvable",), ("source names differ only in case",), sources=tuple(sources)
+        )
     try:
         qualified = qualify(
             query,
-            schema=MappingSchema(schema, dialect="spark"),
+            schema=MappingSchema({catalog: tables}, dialect="spark"),
             catalog=catalog,
             db=".".join(default_namespace),
             dialect="spark",
@@ -134,104 +151,47 @@ def analyse(lakehouse: Lakehouse, sql: str, default_namespace: tuple[str, ...]) 
             validate_qualify_columns=True,
         )
     except (OptimizeError, SqlglotError) as exc:
-        return IvmAnalysis(("unresolvable",), (str(exc),), sources=tuple(sources))
-    assert isinstance(qualified, exp.Query)
-    reasons, details = _unsupported_constructs(qualified)
+        return NotMaintainable(("unresolvable",), (str(exc),), sources=tuple(sources))
+    if not isinstance(qualified, exp.Query):
+        return NotMaintainable(("unresolvable",), ("not a query after qualification",))
+    exact.restore(qualified)
+    reasons, details = unsupported_constructs(qualified)
     if reasons:
-        return IvmAnalysis(tuple(reasons), tuple(details), sources=tuple(sources))
+        return NotMaintainable(tuple(reasons), tuple(details), sources=tuple(sources))
     return _shape(qualified, tuple(sources))
 
 
-def _resolve_table(
-    lakehouse: Lakehouse, identifier: Identifier
-) -> tuple[Identifier, dict[str, str]] | None:
+def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInfo | None:
     """The table the query reads for this name: itself, or an MV's storage table."""
-    target = identifier
-    try:
-        table = lakehouse.load_table(identifier)
-    except NoSuchTableError:
-        try:
-            storage = lakehouse.views.load(identifier).metadata.current_version.storage_table
-        except NoSuchViewError:
-            return None
-        if storage is None:
-            return None
-        target = storage
-        table = lakehouse.load_table(storage)
-    return target, {f.name: "string" for f in table.schema().fields}
-
-
-def _unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
-    found: dict[str, str] = {}
-
-    def flag(reason: str, node: exp.Expr) -> None:
-        found.setdefault(reason, node.sql(dialect="spark")[:120])
-
-    for node in query.walk():
-        if isinstance(node, exp.Window):
-            flag("window-function", node)
-        elif isinstance(node, exp.Limit | exp.Offset):
-            flag("limit", node)
-        elif isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
-            flag("order-by", node)
-        elif (
-            isinstance(node, exp.Subquery | exp.Exists)
-            or (
-                isinstance(node, exp.Select)
-                and node is not query
-                and not isinstance(node.parent, exp.Union)
-            )
-            or isinstance(node, exp.With)
-        ):
-            flag("subquery", node)
-        elif isinstance(node, exp.Join):
-            side, kind = (node.side or "").upper(), (node.kind or "").upper()
-            if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
-                flag("outer-join", node)
-            elif kind in ("SEMI", "ANTI"):
-                flag("semi-join", node)
-        elif isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
-            flag("distinct", node)
-        elif (isinstance(node, exp.Union) and node.args.get("distinct")) or isinstance(
-            node, exp.Intersect | exp.Except
-        ):
-            flag("set-operation", node)
-        elif isinstance(node, exp.Lateral | exp.Explode | exp.Posexplode | exp.Unnest):
-            flag("generator", node)
-        elif isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
-            flag("grouping-sets", node)
-        elif isinstance(node, _NON_DETERMINISTIC_NODES) or (
-            isinstance(node, exp.Anonymous) and str(node.this).lower() in NON_DETERMINISTIC
-        ):
-            flag("non-deterministic-function", node)
-        elif isinstance(node, exp.AggFunc):
-            if type(node) not in _SUPPORTED_AGGREGATES:
-                flag(f"unsupported-aggregate-{node.key}", node)
-            elif isinstance(node.this, exp.Distinct) and not isinstance(node, exp.Count):
-                flag(f"distinct-aggregate-{node.key}", node)
-            elif node.find_ancestor(exp.AggFunc) is not None:
-                flag("nested-aggregate", node)
-    return list(found), [f"{reason}: {text}" for reason, text in found.items()]
-
-
-def _selects(query: exp.Query) -> list[exp.Select]:
-    if isinstance(query, exp.Union):
-        return [*_selects(query.left), *_selects(query.right)]
-    assert isinstance(query, exp.Select)
-    return [query]
+    table = resolver.table(identifier)
+    if table is not None:
+        return table
+    view = resolver.view(identifier)
+    if view is None or view.storage_table is None:
+        return None
+    return resolver.table(view.storage_table)
 
 
 def _is_aggregate(select: exp.Select) -> bool:
     return bool(select.args.get("group")) or any(e.find(exp.AggFunc) for e in select.expressions)
 
 
+def selects_of(query: exp.Query) -> list[exp.Select]:
+    """The SELECTs of a UNION ALL tree, left to right (the query itself if a SELECT)."""
+    if isinstance(query, exp.Union):
+        return [*selects_of(query.left), *selects_of(query.right)]
+    if not isinstance(query, exp.Select):
+        raise TypeError(f"not a SELECT: {query.sql(dialect='spark')[:80]}")
+    return [query]
+
+
 def _shape(query: exp.Query, sources: tuple[Identifier, ...]) -> IvmAnalysis:
-    selects = _selects(query)
+    selects = selects_of(query)
     outputs = tuple(e.alias_or_name for e in selects[0].expressions)
     if not any(_is_aggregate(s) for s in selects):
-        return IvmAnalysis((), shape="rows", query=query, sources=sources, output_columns=outputs)
+        return RowsAnalysis(query, sources, outputs)
     if len(selects) > 1:
-        return IvmAnalysis(
+        return NotMaintainable(
             ("aggregate-in-union",), ("aggregate inside UNION ALL",), sources=sources
         )
     select = selects[0]
@@ -250,20 +210,18 @@ def _shape(query: exp.Query, sources: tuple[Identifier, ...]) -> IvmAnalysis:
         elif inner.find(exp.AggFunc) is not None:
             derived.append(name)
         else:
-            return IvmAnalysis(
+            return NotMaintainable(
                 ("unresolvable",), (f"{name} is neither grouped nor aggregated",), sources=sources
             )
     if len(keys) != len(group_exprs):
         missing = [g.sql("spark") for g in group_exprs if not any(k.expression == g for k in keys)]
-        return IvmAnalysis(
+        return NotMaintainable(
             ("group-key-not-in-output",),
             (f"GROUP BY expressions missing from the output: {', '.join(missing)}",),
             sources=sources,
         )
-    return IvmAnalysis(
-        (),
-        shape="aggregate",
-        query=query,
+    return AggregateAnalysis(
+        query=select,
         sources=sources,
         keys=tuple(keys),
         aggregates=tuple(aggregates),

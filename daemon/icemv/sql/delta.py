@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from icemv.identifiers import Identifier
-from icemv.sql.analysis import WEIGHT, IvmAnalysis
+from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis, RowsAnalysis, selects_of
+from icemv.sql.names import ANY, WEIGHT, argument_column, key_column
 from icemv.sql.pinning import table_at
 
 
@@ -55,68 +56,55 @@ def _terms(select: exp.Select, inputs: DeltaInputs) -> list[exp.Select]:
                 pins = inputs.new if position < index else inputs.old
                 replacement = table_at(inputs.catalog, source, pins[source], alias)
             table.replace(replacement)
-        weight = exp.column(WEIGHT, table=exp.to_identifier(delta_alias, quoted=True))
+        weight = exp.column(WEIGHT, table=delta_alias, quoted=True)
         term.set("expressions", [*term.expressions, exp.alias_(weight, WEIGHT, quoted=True)])
         terms.append(term)
     return terms
 
 
-def _selects(query: exp.Query) -> list[exp.Select]:
-    if isinstance(query, exp.Union):
-        return [*_selects(query.left), *_selects(query.right)]
-    assert isinstance(query, exp.Select)
-    return [query]
-
-
-def _union_all(terms: list[exp.Select]) -> str | None:
+def _union_all(terms: list[exp.Select]) -> exp.Query | None:
     if not terms:
         return None
     combined: exp.Query = terms[0]
     for term in terms[1:]:
         combined = exp.union(combined, term, distinct=False)
-    return combined.sql(dialect="spark")
+    return combined
 
 
-def rows_delta_sql(analysis: IvmAnalysis, inputs: DeltaInputs) -> str | None:
+def rows_delta(analysis: RowsAnalysis, inputs: DeltaInputs) -> exp.Query | None:
     """Weighted delta of a filter/project/join/UNION ALL view; None if none of its sources moved."""
-    assert analysis.query is not None and analysis.shape == "rows"
-    return _union_all([t for s in _selects(analysis.query) for t in _terms(s, inputs)])
+    return _union_all([t for s in selects_of(analysis.query) for t in _terms(s, inputs)])
 
 
-def key_column(index: int) -> str:
-    return f"__icemv_k{index}"
+def pre_aggregation_delta(analysis: AggregateAnalysis, inputs: DeltaInputs) -> exp.Query | None:
+    """Weighted delta of the rows entering the GROUP BY: key values and aggregate arguments.
 
-
-def argument_column(index: int) -> str:
-    return f"__icemv_a{index}"
-
-
-def pre_aggregation_delta_sql(analysis: IvmAnalysis, inputs: DeltaInputs) -> str | None:
-    """Weighted delta of the rows entering the GROUP BY: key values and aggregate arguments."""
-    assert analysis.query is not None and analysis.shape == "aggregate"
+    None if none of its sources moved.
+    """
     select = analysis.query.copy()
-    assert isinstance(select, exp.Select)
     projections = [
-        exp.alias_(k.expression.copy(), key_column(i)) for i, k in enumerate(analysis.keys)
+        exp.alias_(k.expression.copy(), key_column(i), quoted=True)
+        for i, k in enumerate(analysis.keys)
     ]
     projections += [
-        exp.alias_(a.argument.copy(), argument_column(i))
+        exp.alias_(a.argument.copy(), argument_column(i), quoted=True)
         for i, a in enumerate(analysis.aggregates)
         if a.argument is not None
     ]
     if not projections:
-        projections = [exp.alias_(exp.true(), "__icemv_any")]
+        projections = [exp.alias_(exp.true(), ANY, quoted=True)]
     select.set("expressions", projections)
     select.set("group", None)
     select.set("having", None)
     return _union_all(_terms(select, inputs))
 
 
-def query_at_sql(analysis: IvmAnalysis, catalog: str, pins: Mapping[Identifier, int | None]) -> str:
+def query_at(
+    analysis: MaintainableAnalysis, catalog: str, pins: Mapping[Identifier, int | None]
+) -> exp.Query:
     """The view query with every source read at the given snapshots."""
-    assert analysis.query is not None
     query = analysis.query.copy()
     for table in list(query.find_all(exp.Table)):
         source = _identifier(table)
         table.replace(table_at(catalog, source, pins[source], table.alias_or_name))
-    return query.sql(dialect="spark")
+    return query

@@ -3,6 +3,8 @@
 Exactly-once refreshes depend on this: the ids recorded in refresh-state are the ids read,
 never "current" ids looked up after the read. Plain views are expanded inline (recorded by
 version); a materialized view is read from its storage table (recorded as view + table).
+
+Pure: tables and views come from a `SourceResolver`; no catalog I/O here.
 """
 
 from __future__ import annotations
@@ -10,16 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.table import Table
 from sqlglot import exp
 
-from icemv.catalog.jdbc_views import LoadedView
-from icemv.catalog.lakehouse import Lakehouse
-from icemv.errors import NoSuchViewError, UnknownSourceError, ViewSqlError
+from icemv.errors import UnknownSourceError, ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.spec.refresh_state import SourceState
 from icemv.sql.parse import parse_query, table_references
+from icemv.sql.sources import SourceResolver, TableInfo, ViewInfo
 
 MAX_VIEW_DEPTH = 16
 
@@ -32,7 +31,7 @@ class PinnedQuery:
 
 @dataclass
 class _Pinning:
-    lakehouse: Lakehouse
+    resolver: SourceResolver
     # Snapshot ids to read instead of the current ones (the oracle, old-state reads).
     at: Mapping[Identifier, int | None]
     states: dict[tuple[object, ...], SourceState] = field(default_factory=dict)
@@ -54,7 +53,7 @@ class _Pinning:
     def _qualify(self, table: exp.Table, default_namespace: tuple[str, ...]) -> Identifier:
         if isinstance(table.args.get("catalog"), exp.Dot) or isinstance(table.this, exp.Dot):
             raise ViewSqlError(f"multi-level namespaces are not supported: {table.sql('spark')}")
-        catalog_name = self.lakehouse.catalog_name
+        catalog_name = self.resolver.catalog_name
         if table.catalog and table.catalog != catalog_name:
             raise UnknownSourceError(
                 f"{table.sql('spark')} is in catalog {table.catalog!r}; "
@@ -64,53 +63,43 @@ class _Pinning:
         return Identifier(namespace, table.name)
 
     def _source(self, identifier: Identifier, alias: str, path: tuple[str, ...]) -> exp.Expr:
-        try:
-            table = self.lakehouse.load_table(identifier)
-        except NoSuchTableError:
-            pass
-        else:
-            return self._pinned_table(identifier, table, alias)
-        try:
-            view = self.lakehouse.views.load(identifier)
-        except NoSuchViewError:
-            raise UnknownSourceError(f"table or view {identifier} does not exist") from None
+        table = self.resolver.table(identifier)
+        if table is not None:
+            return self._pinned_table(table, alias)
+        view = self.resolver.view(identifier)
+        if view is None:
+            raise UnknownSourceError(f"table or view {identifier} does not exist")
         self._record(_view_state(view))
-        storage = view.metadata.current_version.storage_table
-        if storage is not None:
-            try:
-                storage_table = self.lakehouse.load_table(storage)
-            except NoSuchTableError:
+        if view.storage_table is not None:
+            storage_table = self.resolver.table(view.storage_table)
+            if storage_table is None:
                 raise UnknownSourceError(
-                    f"materialized view {identifier} has lost its storage table {storage}"
-                ) from None
-            return self._pinned_table(storage, storage_table, alias)
-        version = view.metadata.current_version
-        sql = version.sql_for("spark")
-        if sql is None:
+                    f"materialized view {identifier} has lost its storage table "
+                    f"{view.storage_table}"
+                )
+            return self._pinned_table(storage_table, alias)
+        if view.sql is None:
             raise ViewSqlError(f"view {identifier} has no Spark SQL representation")
         inner = self.query(
-            sql, version.default_namespace or identifier.namespace, (*path, identifier.dotted)
+            view.sql, view.default_namespace or identifier.namespace, (*path, identifier.dotted)
         )
         return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
 
-    def _pinned_table(self, identifier: Identifier, table: Table, alias: str) -> exp.Expr:
+    def _pinned_table(self, table: TableInfo, alias: str) -> exp.Expr:
+        identifier = table.identifier
         key = ("table", identifier)
         state = self.states.get(key)
         if state is None:
-            if identifier in self.at:
-                snapshot_id = self.at[identifier]
-            else:
-                snapshot = table.current_snapshot()
-                snapshot_id = snapshot.snapshot_id if snapshot else None
+            snapshot_id = self.at.get(identifier, table.snapshot_id)
             state = SourceState(
                 type="table",
                 namespace=identifier.namespace,
                 name=identifier.name,
-                uuid=str(table.metadata.table_uuid),
+                uuid=table.uuid,
                 snapshot_id=snapshot_id,
             )
             self._record(state)
-        return table_at(self.lakehouse.catalog_name, identifier, state.snapshot_id, alias)
+        return table_at(self.resolver.catalog_name, identifier, state.snapshot_id, alias)
 
     def _record(self, state: SourceState) -> None:
         key = (state.type, Identifier(state.namespace, state.name))
@@ -137,24 +126,24 @@ def table_at(catalog: str, identifier: Identifier, snapshot_id: int | None, alia
     return node
 
 
-def _view_state(view: LoadedView) -> SourceState:
+def _view_state(view: ViewInfo) -> SourceState:
     return SourceState(
         type="view",
         namespace=view.identifier.namespace,
         name=view.identifier.name,
-        uuid=view.metadata.view_uuid,
-        version_id=view.metadata.current_version_id,
+        uuid=view.uuid,
+        version_id=view.version_id,
     )
 
 
 def pin_sources(
-    lakehouse: Lakehouse,
+    resolver: SourceResolver,
     sql: str,
     default_namespace: tuple[str, ...],
     at: Mapping[Identifier, int | None] | None = None,
 ) -> PinnedQuery:
     """Pin at the current snapshots, or at the snapshots `at` names for some tables."""
-    pinning = _Pinning(lakehouse, dict(at or {}))
+    pinning = _Pinning(resolver, dict(at or {}))
     query = pinning.query(sql, default_namespace, ())
     sources = sorted(pinning.states.values(), key=lambda s: (s.type, s.namespace, s.name))
     return PinnedQuery(sql=query.sql(dialect="spark"), sources=tuple(sources))

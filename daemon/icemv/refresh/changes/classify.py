@@ -16,6 +16,15 @@ from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from icemv.errors import FullRefreshRequiredError
 from icemv.identifiers import Identifier
 from icemv.spec.refresh_state import SourceState
+from icemv.spec.summary import (
+    ADDED_EQUALITY_DELETES,
+    ADDED_POSITION_DELETES,
+    ADDED_RECORDS,
+    DELETED_RECORDS,
+    TOTAL_RECORDS,
+    RefreshReason,
+    summary_of,
+)
 
 ChangeKind = Literal["unchanged", "no-logical-change", "append-only", "general"]
 
@@ -41,10 +50,8 @@ def _operation(snapshot: Snapshot) -> str:
 
 
 def _summary_int(snapshot: Snapshot, key: str) -> int:
-    if not snapshot.summary:
-        return 0
     try:
-        return int(snapshot.summary.additional_properties.get(key, 0))
+        return int(summary_of(snapshot).get(key, 0))
     except ValueError:
         return 0
 
@@ -54,17 +61,19 @@ def classify_change(
 ) -> SourceChange:
     identifier = Identifier(recorded.namespace, recorded.name)
     if recorded.uuid is not None and str(table.metadata.table_uuid) != recorded.uuid:
-        raise FullRefreshRequiredError("source-replaced", f"{identifier} was dropped and recreated")
+        raise FullRefreshRequiredError(
+            RefreshReason.SOURCE_REPLACED, f"{identifier} was dropped and recreated"
+        )
     old_id = recorded.snapshot_id
     if old_id == new_snapshot_id:
         return SourceChange(identifier, old_id, new_snapshot_id, "unchanged", (), 0, 0)
     if new_snapshot_id is None:
         raise FullRefreshRequiredError(
-            "source-rolled-back", f"{identifier} has no snapshot any more"
+            RefreshReason.SOURCE_ROLLED_BACK, f"{identifier} has no snapshot any more"
         )
     if old_id is not None and table.metadata.snapshot_by_id(old_id) is None:
         raise FullRefreshRequiredError(
-            "source-history-lost", f"snapshot {old_id} of {identifier} was expired"
+            RefreshReason.SOURCE_HISTORY_LOST, f"snapshot {old_id} of {identifier} was expired"
         )
     new = table.metadata.snapshot_by_id(new_snapshot_id)
     between: list[Snapshot] = []
@@ -76,7 +85,7 @@ def classify_change(
         between.append(snapshot)
     if not found:
         raise FullRefreshRequiredError(
-            "source-rolled-back",
+            RefreshReason.SOURCE_ROLLED_BACK,
             f"snapshot {old_id} of {identifier} is not an ancestor of {new_snapshot_id}",
         )
     between.reverse()
@@ -89,12 +98,12 @@ def classify_change(
     else:
         kind = "general"
     changed = sum(
-        _summary_int(s, "added-records")
-        + _summary_int(s, "deleted-records")
-        + _summary_int(s, "added-position-deletes")
-        + _summary_int(s, "added-equality-deletes")
+        _summary_int(s, ADDED_RECORDS)
+        + _summary_int(s, DELETED_RECORDS)
+        + _summary_int(s, ADDED_POSITION_DELETES)
+        + _summary_int(s, ADDED_EQUALITY_DELETES)
         for s in between
         if _operation(s) != "replace"
     )
-    total = _summary_int(between[-1], "total-records") if between else 0
+    total = _summary_int(between[-1], TOTAL_RECORDS) if between else 0
     return SourceChange(identifier, old_id, new_snapshot_id, kind, tuple(between), changed, total)

@@ -19,10 +19,17 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from icemv.engine.jvm import (
+    load_iceberg_table,
+    referenced_data_file,
+    remove_scan_tasks,
+    stage_scan_tasks,
+)
 from icemv.refresh.changes.classify import SourceChange
-from icemv.sql.analysis import WEIGHT
+from icemv.sql.names import WEIGHT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,15 +70,13 @@ class ChangeReader:
 
     def __init__(self, spark: SparkSession, catalog: str) -> None:
         self._spark = spark
-        self._jvm: Any = spark.sparkContext._jvm
         self._catalog = catalog
         self._staged: list[tuple[Any, str]] = []
         self.records_scanned = 0
 
     def close(self) -> None:
-        manager = self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
         for table, set_id in self._staged:
-            manager.removeTasks(table, set_id)
+            remove_scan_tasks(self._spark, table, set_id)
         self._staged.clear()
 
     def change_rows(self, change: SourceChange) -> DataFrame:
@@ -82,9 +87,7 @@ class ChangeReader:
         if change.kind == "append-only":
             self.records_scanned += change.changed_records
             return self._appended(name, change).withColumn(WEIGHT, lit(1))
-        table = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            self._spark._jsparkSession, name
-        )
+        table = load_iceberg_table(self._spark, name)
         touched = self._touched_files(table, change)
         parts = [
             self._read(table, name, change.new_snapshot_id, touched.added).withColumn(
@@ -104,9 +107,7 @@ class ChangeReader:
             if frame is not None
         ]
         if deleted:
-            rows = deleted[0]
-            for frame in deleted[1:]:
-                rows = rows.unionByName(frame)
+            rows = _union(deleted)
             if len(deleted) > 1:  # a row deleted both by position and by equality goes once
                 rows = rows.dropDuplicates(["_file", "_pos"])
             parts.append(rows.drop("_file", "_pos").withColumn(WEIGHT, lit(-1)))
@@ -115,10 +116,7 @@ class ChangeReader:
             before = self._read(table, name, old, hit)
             after = self._read(table, name, change.new_snapshot_id, hit)
             parts.append(before.exceptAll(after).withColumn(WEIGHT, lit(-1)))
-        result = parts[0]
-        for part in parts[1:]:
-            result = result.unionByName(part)
-        return result
+        return _union(parts)
 
     def _appended(self, name: str, change: SourceChange) -> DataFrame:
         """Rows of an append-only range: Iceberg's incremental read, planned in the JVM.
@@ -164,8 +162,6 @@ class ChangeReader:
         Candidates are the data files live before, in the delete's partition (all of them
         for an unpartitioned delete): older data files are exactly what it applies to.
         """
-        from functools import reduce
-
         from pyspark.sql.functions import col
 
         frames = []
@@ -205,7 +201,6 @@ class ChangeReader:
     def _touched_files(self, table: Any, change: SourceChange) -> _Touched:
         io = table.io()
         touched = _Touched()
-        content_files = self._jvm.org.apache.iceberg.util.ContentFileUtil
         for snapshot_meta in change.snapshots:
             snapshot = table.snapshot(snapshot_meta.snapshot_id)
             touched.added.update(str(f.location()) for f in snapshot.addedDataFiles(io))
@@ -222,11 +217,11 @@ class ChangeReader:
                         str(delete.location())
                     )
                     # The one data file it deletes from, if its metadata says so.
-                    target = content_files.referencedDataFileLocation(delete)
+                    target = referenced_data_file(self._spark, delete)
                     if target is None:
                         touched.position_hit = None
                     elif touched.position_hit is not None:
-                        touched.position_hit.add(str(target))
+                        touched.position_hit.add(target)
         # A file added and removed within the range is live at neither end.
         gone = touched.added & touched.removed
         touched.added -= gone
@@ -234,31 +229,33 @@ class ChangeReader:
         return touched
 
     def _positions(self, files: dict[str, list[str]]) -> DataFrame:
-        frames = [
-            self._spark.read.format(file_format).load(paths).select("file_path", "pos")
-            for file_format, paths in files.items()
-        ]
-        result = frames[0]
-        for frame in frames[1:]:
-            result = result.unionByName(frame)
-        return result
+        return _union(
+            [
+                self._spark.read.format(file_format).load(paths).select("file_path", "pos")
+                for file_format, paths in files.items()
+            ]
+        )
 
     def _read(self, table: Any, name: str, snapshot_id: int | None, files: set[str]) -> DataFrame:
         if snapshot_id is None or not files:
             return self._spark.table(name).limit(0)
-        tasks = self._jvm.java.util.ArrayList()
+        tasks = []
         iterator = table.newScan().useSnapshot(snapshot_id).planFiles().iterator()
         while iterator.hasNext():
             task = iterator.next()
             if str(task.file().location()) in files:
-                tasks.add(task)
+                tasks.append(task)
                 self.records_scanned += int(task.file().recordCount())
-        if tasks.isEmpty():
-            return self._spark.table(name).limit(0)
         set_id = f"icemv-{uuid.uuid4()}"
-        self._jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().stageTasks(table, set_id, tasks)
+        if not stage_scan_tasks(self._spark, table, set_id, tasks):
+            return self._spark.table(name).limit(0)
         self._staged.append((table, set_id))
         return self._spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    """Rows of all `frames` (by column name); at least one frame."""
+    return reduce(lambda left, right: left.unionByName(right), frames)
 
 
 @contextlib.contextmanager

@@ -5,54 +5,25 @@ A Spark write costs a job of its own plus a MERGE's planning (0.17 s for an appe
 collected as Arrow and written by pyiceberg costs tens of milliseconds. The commit
 asserts that main is still at the snapshot the refresh was planned from, so a delta is
 applied exactly once without a private branch.
+
+The one module that uses pyiceberg internals (`_FastAppendFiles`, `_OverwriteFiles`,
+`_dataframe_to_data_files`, `UpdateTableMetadata.commit`): they tie icemv to pyiceberg
+0.12.*, so they stay fenced here (ruff SLF001 is allowed in this file only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestFile
+from pyiceberg.manifest import DataFile, ManifestFile
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import UpdateTableMetadata
 from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
 
 from icemv.errors import StorageCommitConflictError
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-
-def collect_bounded(df: DataFrame, max_rows: int) -> pa.Table | None:
-    """The rows of `df` as Arrow, or None if there are more than `max_rows`.
-
-    One Spark job either way: the limit runs inside it, so an oversized result is never
-    shipped to the driver.
-    """
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    batches = df.limit(max_rows + 1)._collect_as_arrow()
-    if sum(batch.num_rows for batch in batches) > max_rows:
-        return None
-    if not batches:
-        return to_arrow_schema(df.schema).empty_table()
-    return pa.Table.from_batches(batches)
-
-
-def live_data_files(storage: Table, snapshot_id: int) -> list[DataFile]:
-    snapshot = storage.metadata.snapshot_by_id(snapshot_id)
-    if snapshot is None:
-        raise StorageCommitConflictError(f"storage snapshot {snapshot_id} is gone")
-    return [
-        entry.data_file
-        for manifest in snapshot.manifests(storage.io)
-        if manifest.has_added_files() or manifest.has_existing_files()
-        for entry in manifest.fetch_manifest_entry(storage.io, discard_deleted=True)
-        if entry.data_file.content == DataFileContent.DATA
-    ]
 
 
 def commit_rows(

@@ -1,0 +1,208 @@
+"""A patch addressed by key, like an aggregate MV's storage rows (one per group).
+
+Matched storage rows are deleted or updated, unmatched source rows inserted: a Spark
+MERGE, or, when the storage table is small, the whole new storage content computed by
+one Spark query and committed from the driver. Either way the counts of what the patch
+does are known before the commit, so that they go into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from icemv.engine.arrow import collect_bounded
+from icemv.refresh.patch.model import DriverPatch, PatchTarget, SparkPatch, TempViews
+from icemv.refresh.patch.sqltree import (
+    aliased,
+    case,
+    coalesce,
+    col,
+    if_,
+    merge_into,
+    num,
+    paren,
+    render,
+    subquery,
+    text,
+    view,
+    when_matched_delete,
+    when_matched_update,
+    when_not_matched_insert,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+HERE = "__icemv_here"  # set on every storage row
+HIT = "__icemv_hit"  # set on every source row
+STATUS = "__icemv_status"
+SUSPECT = "__icemv_suspect"
+
+
+@dataclass(frozen=True)
+class Counts:
+    inserted: int
+    deleted: int
+    updated: int
+    suspect: bool  # some updated row needs recomputing from the base tables
+
+    @property
+    def rows_inserted(self) -> int:  # an updated row counts once as inserted...
+        return self.inserted + self.updated
+
+    @property
+    def rows_deleted(self) -> int:  # ...and once as deleted
+        return self.deleted + self.updated
+
+
+@dataclass(frozen=True)
+class KeyedMerge:
+    """What the patch does, as expressions over the storage row `t` and source row `s`.
+
+    Every expression is copied where it is used: a sqlglot node belongs to one tree.
+    """
+
+    source: str  # temp view of the source rows
+    on: exp.Expr
+    outputs: Sequence[str]
+    updates: Mapping[str, exp.Expr]  # column -> its new value in a matched row
+    inserts: Sequence[exp.Expr]  # the value of each output column in an inserted row
+    delete_when: exp.Expr  # matched rows to delete
+    insert_when: exp.Expr  # unmatched source rows to insert
+
+    def merge(self, spark: SparkSession, target: str) -> None:
+        whens = []
+        if self.delete_when != exp.false():
+            whens.append(when_matched_delete(self.delete_when.copy()))
+        if self.updates:
+            whens.append(when_matched_update([(c, v.copy()) for c, v in self.updates.items()]))
+        whens.append(
+            when_not_matched_insert(
+                self.insert_when.copy(), self.outputs, [v.copy() for v in self.inserts]
+            )
+        )
+        spark.sql(render(merge_into(target, view(self.source, "s"), self.on.copy(), whens)))
+
+    def _storage(self, target: PatchTarget, coalesce_to_one: bool = False) -> exp.Subquery:
+        """The planned storage rows, each flagged `HERE`, as `t`."""
+        rows = exp.select(exp.Star(), aliased(exp.true(), HERE)).from_(target.at_plan("p"))
+        if coalesce_to_one:
+            rows.set("hint", exp.Hint(expressions=[exp.Coalesce(this=num(1))]))
+        return subquery(rows, "t")
+
+    def counts(
+        self, spark: SparkSession, target: PatchTarget, suspect: exp.Expr | None = None
+    ) -> Counts:
+        """What the MERGE will do, counted before it runs (one Spark job)."""
+        here = col(HERE, "t")
+        kept = exp.and_(here.copy(), exp.Not(this=paren(self.delete_when.copy())))
+        query = (
+            exp.select(
+                exp.CountIf(this=exp.and_(exp.Is(this=here.copy(), expression=exp.null()),
+                                          self.insert_when.copy())),
+                exp.CountIf(this=exp.and_(here.copy(), paren(self.delete_when.copy()))),
+                exp.CountIf(this=kept.copy()),
+                exp.CountIf(this=exp.and_(kept, paren(suspect or exp.false()))),
+            )
+            .from_(view(self.source, "s"))
+            .join(self._storage(target), on=self.on.copy(), join_type="LEFT")
+        )  # fmt: skip
+        stats = spark.sql(render(query)).first()
+        if stats is None:  # an aggregate without GROUP BY always has one row
+            raise RuntimeError("the patch statistics query returned no row")
+        return Counts(int(stats[0]), int(stats[1]), int(stats[2]), bool(stats[3]))
+
+    def content(self, target: PatchTarget, suspect: exp.Expr) -> exp.Query:
+        """Every storage row after the patch, with its fate, as MERGE would leave them.
+
+        Only for storage small enough for the driver: one partition of it joins a small
+        delta without a shuffle. `suspect` flags updated rows whose new value cannot be
+        trusted (see callers).
+        """
+        new_row = exp.Is(this=col(HERE, "t"), expression=exp.null())
+        untouched = exp.Is(this=col(HIT, "s"), expression=exp.null())
+        values = [
+            aliased(
+                case(
+                    (new_row.copy(), insert.copy()),
+                    (untouched.copy(), col(c, "t")),
+                    default=self.updates[c].copy() if c in self.updates else col(c, "t"),
+                ),
+                c,
+            )
+            for c, insert in zip(self.outputs, self.inserts, strict=True)
+        ]
+        status = case(
+            (new_row.copy(), if_(self.insert_when.copy(), text("inserted"), text("skipped"))),
+            (untouched.copy(), text("kept")),
+            (self.delete_when.copy(), text("deleted")),
+            default=text("updated"),
+        )
+        suspect_row = exp.and_(
+            col(HERE, "t"),
+            col(HIT, "s"),
+            exp.Not(this=paren(self.delete_when.copy())),
+            paren(suspect),
+        )
+        source = exp.select(exp.Star(), aliased(exp.true(), HIT)).from_(view(self.source))
+        return (
+            exp.select(
+                *values,
+                aliased(status, STATUS),
+                aliased(coalesce(suspect_row, exp.false()), SUSPECT),
+            )
+            .from_(self._storage(target, coalesce_to_one=True))
+            .join(subquery(source, "s"), on=self.on.copy(), join_type="FULL OUTER")
+        )
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    patch: DriverPatch
+    suspect: bool  # some updated row needs recomputing from the base tables
+
+
+def rewrite_from_driver(
+    views: TempViews, spec: KeyedMerge, target: PatchTarget, suspect: exp.Expr | None = None
+) -> Rewrite | None:
+    """The patched storage content, collected; None if it is too big for the driver."""
+    if not target.rewritable_from_driver:
+        return None
+    query = spec.content(target, suspect or exp.false())
+    content = collect_bounded(views.spark.sql(render(query)), target.driver_max_rows)
+    if content is None:
+        return None
+    status = content[STATUS]
+
+    def count(state: str) -> int:
+        return int(pc.sum(pc.equal(status, state)).as_py() or 0)
+
+    counts = Counts(
+        count("inserted"), count("deleted"), count("updated"),
+        bool(pc.any(content[SUSPECT]).as_py()),
+    )  # fmt: skip
+    kept = content.filter(pc.is_in(status, pa.array(["kept", "updated", "inserted"])))
+    patch = DriverPatch(
+        counts.rows_inserted,
+        counts.rows_deleted,
+        kept.select(list(range(len(spec.outputs)))),
+        tuple(target.live_data_files()),
+    )
+    return Rewrite(patch, counts.suspect)
+
+
+def spark_merge(views: TempViews, spec: KeyedMerge, counts: Counts | None) -> SparkPatch:
+    """The MERGE as a Spark write; no counts: Iceberg's summary of the commit has them."""
+
+    def merge(target: str) -> None:
+        spec.merge(views.spark, target)
+
+    if counts is None:
+        return SparkPatch(None, None, merge)
+    return SparkPatch(counts.rows_inserted, counts.rows_deleted, merge)

@@ -1,0 +1,123 @@
+"""What one refresh will do, decided from catalog metadata before any data is read.
+
+`RefreshPlan` is built once per refresh attempt from the tables that attempt loaded (each
+once, `CatalogReads`): the storage snapshot to commit against, every source pinned at
+one snapshot, and the refresh-state to record. `plan_incremental` adds what an
+incremental refresh needs (analysis, per-source change classification, the size check)
+or raises FullRefreshRequiredError with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
+
+from icemv.errors import FullRefreshRequiredError
+from icemv.identifiers import Identifier
+from icemv.mv.history import RefreshRecord
+from icemv.mv.model import MaterializedView
+from icemv.refresh.changes.classify import SourceChange, classify_change
+from icemv.refresh.resolver import CatalogReads
+from icemv.spec.refresh_state import RefreshState
+from icemv.spec.summary import TOTAL_RECORDS, RefreshReason, summary_of
+from icemv.sql.analysis import MaintainableAnalysis, NotMaintainable, analyse
+from icemv.sql.pinning import PinnedQuery, pin_sources
+
+
+@dataclass(frozen=True)
+class RefreshPlan:
+    mv: MaterializedView
+    reads: CatalogReads
+    started_ms: int  # before any source was read (the attempt's start)
+    storage: Table  # as loaded for this attempt: its main is the commit's precondition
+    pinned: PinnedQuery
+
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        """The namespace unqualified names in the view SQL resolve in."""
+        return self.mv.version.default_namespace or self.mv.identifier.namespace
+
+    @property
+    def planned_from(self) -> Snapshot | None:
+        return self.storage.current_snapshot()
+
+    @property
+    def state(self) -> RefreshState:
+        return RefreshState(self.mv.version.version_id, self.started_ms, self.pinned.sources)
+
+    def source_records(self) -> int:
+        """Records of every pinned source table at its pinned snapshot."""
+        total = 0
+        for source in self.pinned.sources:
+            if source.type != "table" or source.snapshot_id is None:
+                continue
+            table = self.reads.load_table(Identifier(source.namespace, source.name))
+            total += int(summary_of(table.snapshot_by_id(source.snapshot_id)).get(TOTAL_RECORDS, 0))
+        return total
+
+
+def plan_refresh(reads: CatalogReads, mv: MaterializedView, started_ms: int) -> RefreshPlan:
+    """Pin every source now (at the snapshots `reads` loaded)."""
+    storage = reads.load_table(mv.storage)
+    namespace = mv.version.default_namespace or mv.identifier.namespace
+    pinned = pin_sources(reads, mv.sql, namespace)
+    return RefreshPlan(mv, reads, started_ms, storage, pinned)
+
+
+@dataclass(frozen=True)
+class IncrementalPlan:
+    base: RefreshPlan
+    analysis: MaintainableAnalysis
+    planned_from: Snapshot
+    changes: Mapping[Identifier, SourceChange]  # every source table
+    moved: Mapping[Identifier, SourceChange]  # those with a logical change
+
+    @property
+    def with_deletes(self) -> bool:
+        return any(c.kind == "general" for c in self.moved.values())
+
+    @property
+    def insert_only(self) -> bool:
+        return all(c.kind == "append-only" for c in self.moved.values())
+
+
+def plan_incremental(
+    base: RefreshPlan, record: RefreshRecord, max_delta_ratio: float | None
+) -> IncrementalPlan:
+    """Check the recorded refresh can be carried forward, and classify every change.
+
+    `max_delta_ratio`: recompute fully when the changed records exceed this share of the
+    sources (`auto` policy); None: never for size.
+    """
+    analysis = analyse(base.reads, base.mv.sql, base.namespace)
+    if isinstance(analysis, NotMaintainable):
+        raise FullRefreshRequiredError(analysis.reasons[0], "; ".join(analysis.details))
+    planned_from = base.planned_from
+    if planned_from is None:
+        raise FullRefreshRequiredError(RefreshReason.NEVER_REFRESHED)
+    recorded = {s.key: s for s in record.state.source_states}
+    current = {s.key: s for s in base.pinned.sources}
+    if recorded.keys() != current.keys():
+        raise FullRefreshRequiredError(
+            RefreshReason.SOURCES_CHANGED, "the view reads other tables than recorded"
+        )
+    changes: dict[Identifier, SourceChange] = {}
+    for key, source in current.items():
+        if source.type != "table":
+            continue
+        identifier = Identifier(source.namespace, source.name)
+        table = base.reads.load_table(identifier)
+        changes[identifier] = classify_change(table, recorded[key], source.snapshot_id)
+    moved = {i: c for i, c in changes.items() if c.kind in ("append-only", "general")}
+    if max_delta_ratio is not None and moved:
+        changed = sum(c.changed_records for c in moved.values())
+        total = sum(max(c.total_records, 1) for c in moved.values())
+        if changed > max_delta_ratio * total:
+            raise FullRefreshRequiredError(
+                RefreshReason.DELTA_TOO_LARGE,
+                f"{changed} changed records against {total} in the sources",
+            )
+    return IncrementalPlan(base, analysis, planned_from, changes, moved)

@@ -1,0 +1,84 @@
+"""The refresh record a storage commit carries, and finding that commit again.
+
+Every refresh commits exactly one storage snapshot whose summary holds `refresh-state`
+(the spec's record) plus icemv's own keys (`spec/summary.py`). A fresh `icemv.refresh-id`
+per refresh lets the refresh find the snapshot it committed, whichever path wrote it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
+
+from icemv.refresh.result import RefreshResult
+from icemv.spec.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
+from icemv.spec.summary import (
+    ADDED_POSITION_DELETES,
+    ADDED_RECORDS,
+    DELETED_RECORDS,
+    RefreshMode,
+    SummaryKey,
+    summary_of,
+)
+
+if TYPE_CHECKING:
+    from icemv.refresh.plan import RefreshPlan
+
+REFRESH_ID_KEY = SummaryKey.REFRESH_ID.value
+
+
+def commit_properties(state: RefreshState, details: Mapping[str, str]) -> dict[str, str]:
+    """The summary properties of a refresh's commit: the record, a fresh id, `details`."""
+    return {
+        REFRESH_STATE_KEY: encode_refresh_state(state),
+        REFRESH_ID_KEY: str(uuid.uuid4()),
+        **{str(key): str(value) for key, value in details.items()},
+    }
+
+
+def find_commit(storage: Table, refresh_id: str) -> Snapshot | None:
+    """The snapshot a refresh committed, by the id it wrote into the summary."""
+    for snapshot in ancestors_of(storage.current_snapshot(), storage.metadata):
+        if summary_of(snapshot).get(REFRESH_ID_KEY) == refresh_id:
+            return snapshot
+    return None
+
+
+def result_of_commit(
+    plan: RefreshPlan,
+    mode: RefreshMode,
+    reason: str,
+    properties: Mapping[str, str],
+    rows_inserted: int | None,
+    rows_deleted: int | None,
+    source_rows_read: int | None,
+    phase_seconds: Mapping[str, float] | None = None,
+) -> RefreshResult:
+    """The result of a refresh that committed `properties`: counts not known up front are
+    read from Iceberg's summary of that commit."""
+    committed = find_commit(plan.storage.refresh(), properties[REFRESH_ID_KEY])
+    summary = summary_of(committed)
+    if rows_inserted is None:
+        rows_inserted = int(summary.get(ADDED_RECORDS, 0))
+    if rows_deleted is None:  # an overwrite deletes whole files, a MERGE may write positions
+        rows_deleted = int(summary.get(ADDED_POSITION_DELETES, 0)) + int(
+            summary.get(DELETED_RECORDS, 0)
+        )
+    return RefreshResult(
+        mv=plan.mv.identifier,
+        mode=mode,
+        reason=reason,
+        storage_snapshot_id=committed.snapshot_id if committed else None,
+        rows_inserted=rows_inserted,
+        rows_deleted=rows_deleted,
+        sources=plan.pinned.sources,
+        started_ms=plan.started_ms,
+        duration_seconds=time.time() - plan.started_ms / 1000,
+        source_rows_read=source_rows_read,
+        phase_seconds=dict(phase_seconds or {}),
+    )

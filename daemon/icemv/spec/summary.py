@@ -1,0 +1,89 @@
+"""The icemv keys of a storage snapshot's summary, and the codes their values take.
+
+Part of the format other tools read (`icemv mv history`, dashboards, Trino users looking
+at snapshot summaries), so the string values never change; the enums only give them one
+owner. Iceberg's own summary keys (`added-records`, ...) are pyiceberg's constants in
+`pyiceberg.table.snapshots`, re-exported here for the refresh code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from pyiceberg.table.snapshots import (
+    ADDED_EQUALITY_DELETES,
+    ADDED_POSITION_DELETES,
+    ADDED_RECORDS,
+    DELETED_RECORDS,
+    TOTAL_RECORDS,
+    Snapshot,
+)
+
+__all__ = [
+    "ADDED_EQUALITY_DELETES",
+    "ADDED_POSITION_DELETES",
+    "ADDED_RECORDS",
+    "DELETED_RECORDS",
+    "TOTAL_RECORDS",
+    "RefreshMode",
+    "RefreshReason",
+    "StorageWrite",
+    "SummaryKey",
+    "summary_of",
+]
+
+
+class SummaryKey(StrEnum):
+    """icemv's keys in a storage snapshot summary (next to `refresh-state`)."""
+
+    REFRESH_ID = "icemv.refresh-id"  # finds the snapshot a refresh committed
+    MODE = "icemv.mode"
+    REASON = "icemv.reason"
+    STORAGE_WRITE = "icemv.storage-write"
+    ROWS_INSERTED = "icemv.rows-inserted"
+    ROWS_DELETED = "icemv.rows-deleted"
+
+
+class RefreshMode(StrEnum):
+    FULL = "full"
+    INCREMENTAL = "incremental"
+    NO_OP = "no-op"  # sources moved only by compaction: a new record, no data change
+    SKIPPED = "skipped"  # already fresh: nothing committed (results only, never recorded)
+
+
+class StorageWrite(StrEnum):
+    """Who wrote the incremental patch: pyiceberg on the driver, or a Spark job."""
+
+    DRIVER = "driver"
+    SPARK = "spark"
+
+
+class RefreshReason(StrEnum):
+    """Why a refresh ran the way it did. Analysis codes (`window-function`, ...) are not
+    listed: they come from the SQL pass and are recorded as they are."""
+
+    ALREADY_FRESH = "already-fresh"
+    REQUESTED = "requested"
+    POLICY_FULL = "policy-full"
+    INVALID = "invalid"
+    NEVER_REFRESHED = "never-refreshed"
+    DEFINITION_CHANGED = "definition-changed"
+    STORAGE_TABLE_MISSING = "storage-table-missing"
+    SOURCE_CHANGED = "source-changed"
+    NO_LOGICAL_CHANGE = "no-logical-change"
+    SOURCE_DROPPED = "source-dropped"
+    SOURCE_REPLACED = "source-replaced"
+    SOURCE_ROLLED_BACK = "source-rolled-back"
+    SOURCE_HISTORY_LOST = "source-history-lost"
+    SOURCES_CHANGED = "sources-changed"
+    DELTA_TOO_LARGE = "delta-too-large"
+    STORAGE_INCONSISTENT = "storage-inconsistent"
+    NO_GROUP_KEYS = "no-group-keys"
+
+
+def summary_of(snapshot: Snapshot | None) -> Mapping[str, str]:
+    """A snapshot's summary properties; empty for no snapshot or no summary."""
+    if snapshot is None or snapshot.summary is None:
+        return {}
+    return snapshot.summary.additional_properties

@@ -1,0 +1,78 @@
+"""SQL constructs the delta rules cannot maintain, each with its reason code.
+
+A pure walk over the qualified tree: every construct found yields a code (`window-function`,
+`outer-join`, ...) and the first 120 characters of where it is, for `icemv mv explain`.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+NON_DETERMINISTIC = {
+    "rand", "random", "randn", "uuid", "now", "current_timestamp", "current_date",
+    "current_time", "localtimestamp", "unix_timestamp", "monotonically_increasing_id",
+    "spark_partition_id", "input_file_name", "shuffle", "current_user", "rand_str",
+}  # fmt: skip
+_NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
+    exp.Rand,
+    exp.Randn,
+    exp.Uuid,
+    exp.CurrentTimestamp,
+    exp.CurrentDate,
+    exp.CurrentTime,
+)
+# Aggregates the delta rules handle (their analysis lives in `sql/analysis.py`).
+SUPPORTED_AGGREGATE_NODES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+
+
+def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
+    found: dict[str, str] = {}
+
+    def flag(reason: str, node: exp.Expr) -> None:
+        found.setdefault(reason, node.sql(dialect="spark")[:120])
+
+    for node in query.walk():
+        if isinstance(node, exp.Window):
+            flag("window-function", node)
+        elif isinstance(node, exp.Limit | exp.Offset):
+            flag("limit", node)
+        elif isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
+            flag("order-by", node)
+        elif (
+            isinstance(node, exp.Subquery | exp.Exists)
+            or (
+                isinstance(node, exp.Select)
+                and node is not query
+                and not isinstance(node.parent, exp.Union)
+            )
+            or isinstance(node, exp.With)
+        ):
+            flag("subquery", node)
+        elif isinstance(node, exp.Join):
+            side, kind = (node.side or "").upper(), (node.kind or "").upper()
+            if side in ("LEFT", "RIGHT", "FULL") or kind == "OUTER":
+                flag("outer-join", node)
+            elif kind in ("SEMI", "ANTI"):
+                flag("semi-join", node)
+        elif isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
+            flag("distinct", node)
+        elif (isinstance(node, exp.Union) and node.args.get("distinct")) or isinstance(
+            node, exp.Intersect | exp.Except
+        ):
+            flag("set-operation", node)
+        elif isinstance(node, exp.Lateral | exp.Explode | exp.Posexplode | exp.Unnest):
+            flag("generator", node)
+        elif isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
+            flag("grouping-sets", node)
+        elif isinstance(node, _NON_DETERMINISTIC_NODES) or (
+            isinstance(node, exp.Anonymous) and str(node.this).lower() in NON_DETERMINISTIC
+        ):
+            flag("non-deterministic-function", node)
+        elif isinstance(node, exp.AggFunc):
+            if type(node) not in SUPPORTED_AGGREGATE_NODES:
+                flag(f"unsupported-aggregate-{node.key}", node)
+            elif isinstance(node.this, exp.Distinct) and not isinstance(node, exp.Count):
+                flag(f"distinct-aggregate-{node.key}", node)
+            elif node.find_ancestor(exp.AggFunc) is not None:
+                flag("nested-aggregate", node)
+    return list(found), [f"{reason}: {text}" for reason, text in found.items()]

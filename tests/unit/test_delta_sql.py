@@ -1,0 +1,122 @@
+"""Delta SQL builders as input/expected pairs (the sqlglot fixture style); no JVM.
+
+Each case: the view SQL, the tables that changed, and the exact Spark SQL of the delta.
+`old` snapshots are 1, `new` are 2; the changed table's delta rows are in `__d_<table>`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from icemv.sql.analysis import AggregateAnalysis, NotMaintainable, RowsAnalysis, analyse
+from icemv.sql.delta import DeltaInputs, pre_aggregation_delta, query_at, rows_delta
+from tests.unit.sources import Sources, ident
+
+SOURCES = Sources(
+    tables={
+        "nyc.trips": ("id", "vendor", "fare"),
+        "nyc.zones": ("id", "zone"),
+        "edge.Mixed Tbl": ("Id", "Vendor Name", "Fare"),
+    }
+)
+
+
+def _inputs(*changed: str) -> DeltaInputs:
+    tables = [ident(t) for t in SOURCES.tables]
+    return DeltaInputs(
+        catalog="lake",
+        delta_views={ident(t): f"__d_{ident(t).name}" for t in changed},
+        old={t: 1 for t in tables},
+        new={t: 2 for t in tables},
+    )
+
+
+ROWS = [
+    (
+        "SELECT id, fare FROM trips WHERE fare > 1",
+        ("nyc.trips",),
+        "SELECT `trips`.`id` AS `id`, `trips`.`fare` AS `fare`, `trips`.`__icemv_w` AS `__icemv_w` "
+        "FROM `__d_trips` AS `trips` WHERE `trips`.`fare` > 1",
+    ),
+    (
+        "SELECT t.id, z.zone FROM trips t JOIN zones z ON t.id = z.id",
+        ("nyc.zones",),
+        "SELECT `t`.`id` AS `id`, `z`.`zone` AS `zone`, `z`.`__icemv_w` AS `__icemv_w` "
+        "FROM `lake`.`nyc`.`trips` VERSION AS OF 2 AS `t` "
+        "JOIN `__d_zones` AS `z` ON `t`.`id` = `z`.`id`",
+    ),
+    (  # a self-join: one term per occurrence, earlier occurrences at new, later at old
+        "SELECT a.id AS a_id, b.id AS b_id FROM trips a JOIN trips b ON a.id < b.id",
+        ("nyc.trips",),
+        "SELECT `a`.`id` AS `a_id`, `b`.`id` AS `b_id`, `a`.`__icemv_w` AS `__icemv_w` "
+        "FROM `__d_trips` AS `a` JOIN `lake`.`nyc`.`trips` VERSION AS OF 1 AS `b` "
+        "ON `a`.`id` < `b`.`id` "
+        "UNION ALL "
+        "SELECT `a`.`id` AS `a_id`, `b`.`id` AS `b_id`, `b`.`__icemv_w` AS `__icemv_w` "
+        "FROM `lake`.`nyc`.`trips` VERSION AS OF 2 AS `a` JOIN `__d_trips` AS `b` "
+        "ON `a`.`id` < `b`.`id`",
+    ),
+    (  # exact case and spaces survive (issue 12 item 11)
+        "SELECT Id, `Vendor Name` AS Who FROM edge.`Mixed Tbl` WHERE Fare > 1",
+        ("edge.Mixed Tbl",),
+        "SELECT `mixed tbl`.`Id` AS `Id`, `mixed tbl`.`Vendor Name` AS `Who`, "
+        "`mixed tbl`.`__icemv_w` AS `__icemv_w` "
+        "FROM `__d_Mixed Tbl` AS `mixed tbl` WHERE `mixed tbl`.`Fare` > 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "changed", "expected"), ROWS)
+def test_rows_delta(sql: str, changed: tuple[str, ...], expected: str) -> None:
+    analysis = analyse(SOURCES, sql, ("nyc",))
+    assert isinstance(analysis, RowsAnalysis), analysis
+    delta = rows_delta(analysis, _inputs(*changed))
+    assert delta is not None
+    assert delta.sql(dialect="spark") == expected
+
+
+def test_no_changed_source_has_no_delta() -> None:
+    analysis = analyse(SOURCES, "SELECT id FROM trips", ("nyc",))
+    assert isinstance(analysis, RowsAnalysis)
+    assert rows_delta(analysis, _inputs("nyc.zones")) is None
+
+
+AGGREGATES = [
+    (
+        "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor",
+        "SELECT `trips`.`vendor` AS `__icemv_k0`, `trips`.`fare` AS `__icemv_a1`, "
+        "`trips`.`__icemv_w` AS `__icemv_w` FROM `__d_trips` AS `trips`",
+    ),
+    (  # a global aggregate of COUNT(*) only: one constant column
+        "SELECT count(*) AS n FROM trips",
+        "SELECT TRUE AS `__icemv_any`, `trips`.`__icemv_w` AS `__icemv_w` "
+        "FROM `__d_trips` AS `trips`",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "expected"), AGGREGATES)
+def test_pre_aggregation_delta(sql: str, expected: str) -> None:
+    analysis = analyse(SOURCES, sql, ("nyc",))
+    assert isinstance(analysis, AggregateAnalysis), analysis
+    delta = pre_aggregation_delta(analysis, _inputs("nyc.trips"))
+    assert delta is not None
+    assert delta.sql(dialect="spark") == expected
+
+
+def test_query_at_pins_every_occurrence() -> None:
+    analysis = analyse(SOURCES, "SELECT t.id FROM trips t JOIN zones z ON t.id = z.id", ("nyc",))
+    assert isinstance(analysis, RowsAnalysis)
+    trips, zones = ident("nyc.trips"), ident("nyc.zones")
+    sql = query_at(analysis, "lake", {trips: 7, zones: None}).sql(dialect="spark")
+    assert sql == (
+        "SELECT `t`.`id` AS `id` FROM `lake`.`nyc`.`trips` VERSION AS OF 7 AS `t` "
+        "JOIN (SELECT * FROM `lake`.`nyc`.`zones` WHERE FALSE) AS `z` ON `t`.`id` = `z`.`id`"
+    )
+
+
+def test_tables_differing_only_in_case_are_not_guessed() -> None:
+    sources = Sources(tables={"nyc.Trips": ("id",), "nyc.trips": ("id",)})
+    analysis = analyse(sources, "SELECT a.id FROM Trips a JOIN trips b ON a.id = b.id", ("nyc",))
+    assert isinstance(analysis, NotMaintainable)
+    assert analysis.reasons == ("unresolvable",)
