@@ -21,6 +21,7 @@ from icemv.errors import FullRefreshRequiredError, RefreshFailedError, StorageCo
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, load_materialized_view
+from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incremental import IncrementalPolicy, incremental_refresh
 from icemv.refresh.result import RefreshResult
@@ -36,6 +37,7 @@ INHERENTLY_FULL = ("never-refreshed", "definition-changed")
 def refresh_mv(
     lakehouse: Lakehouse, identifier: Identifier, force_full: bool = False
 ) -> RefreshResult:
+    prepare_refresh(lakehouse, identifier, refresh_mv)  # leftovers, source MVs, lost columns
     for attempt in range(1, MAX_ATTEMPTS + 1):
         started = time.time()
         mv = load_materialized_view(lakehouse, identifier)
