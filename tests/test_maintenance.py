@@ -238,3 +238,49 @@ def test_dropped_source_column_is_a_reported_failure(lakehouse: Lakehouse, names
     text = metrics.exposition().decode()
     assert 'reason="source-schema-incompatible"' in text
     assert os.linesep not in str(failure.value)  # one line for the CLI and the logs
+
+
+# ---- the daemon: start-up cleanup, dependency order, scheduled upkeep ------------------
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_daemon_cleans_up_at_start_and_on_schedule(lakehouse: Lakehouse, namespace: str) -> None:
+    from tests.test_daemon import RunningDaemon, daemon_config, wait_for
+
+    create_trips(lakehouse, namespace, rows=ROWS)
+    inner = _mv(lakehouse, namespace)
+    refresh_mv(lakehouse, inner)
+    storage = Identifier((namespace,), "agg__storage")
+    for i in range(4):
+        append_trips(lakehouse, namespace, [(10 + i, "a", 1.0, D1)])
+        refresh_mv(lakehouse, inner)
+    _leave_branches(lakehouse, storage)
+    # An MV over an MV that the daemon must refresh after a never-refreshed source MV.
+    create_mv(lakehouse, Identifier((namespace,), "base2"), SQL)
+    outer = _mv(lakehouse, namespace, "top", "SELECT vendor, n FROM base2 WHERE n > 1")
+    config = daemon_config(
+        lakehouse.config,
+        polling={"interval_seconds": 2.0},
+        maintenance={"interval_seconds": 2.0, "keep_snapshots": 2, "branch_min_age_seconds": 0},
+    )
+    with RunningDaemon(config) as daemon:
+        assert private_branches(lakehouse.load_table(storage)) == []  # removed before ready
+
+        def bounded() -> bool:
+            return len(lakehouse.load_table(storage).snapshots()) <= 2
+
+        wait_for(bounded, 120, "scheduled expiry of agg__storage")
+
+        def outer_refreshed() -> bool:
+            return (
+                latest_refresh(lakehouse.load_table(Identifier((namespace,), "top__storage")))
+                is not None
+            )
+
+        wait_for(outer_refreshed, 180, "the MV over an MV refreshed")
+        assert daemon.ready.is_set()
+    record = latest_refresh(lakehouse.load_table(Identifier((namespace,), "top__storage")))
+    assert record is not None
+    assert all(s.snapshot_id is not None for s in record.state.tables())
+    assert_matches_oracle(lakehouse, outer)

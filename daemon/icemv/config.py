@@ -137,8 +137,9 @@ class MaintenanceConfig(_Section):
     keep_snapshots: int = Field(default=10, ge=1)
     keep_seconds: float = Field(default=0.0, ge=0)
     # Files under the table location that no snapshot references are removed once older
-    # than this, so a write still in flight (not yet committed) never loses its files.
-    orphan_file_age_seconds: float = Field(default=3600.0, ge=0)
+    # than this, so a write still in flight (not yet committed) never loses its files:
+    # keep it above the longest refresh (Iceberg's own default is three days).
+    orphan_file_age_seconds: float = Field(default=86400.0, ge=0)
     # A private `icemv_*` refresh branch older than this is a leftover of a killed refresh.
     branch_min_age_seconds: float = Field(default=600.0, ge=0)
 

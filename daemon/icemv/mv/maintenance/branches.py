@@ -44,6 +44,8 @@ class LeftoverBranch:
 
 def private_branches(table: Table) -> list[LeftoverBranch]:
     """Every `icemv_*` branch of the table, old or new."""
+    if not any(name.startswith(PRIVATE_BRANCH_PREFIX) for name in table.metadata.refs):
+        return []  # the common case, without walking main's history
     main = {s.snapshot_id for s in ancestors_of(table.current_snapshot(), table.metadata)}
     return [
         LeftoverBranch(name, ref.snapshot_id, ref.snapshot_id not in main)
