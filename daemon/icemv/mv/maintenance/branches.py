@@ -64,6 +64,8 @@ def is_leftover(table: Table, branch: LeftoverBranch, min_age_seconds: float, no
         if head is not None and head.timestamp_ms <= cutoff_ms:
             return True
     # The metadata file that was current at the cutoff: did the branch exist already?
+    if table.metadata.last_updated_ms <= cutoff_ms:
+        return True  # the current metadata has it, and was written before the cutoff
     earlier = [e for e in table.metadata.metadata_log if e.timestamp_ms <= cutoff_ms]
     if not earlier:
         return False
