@@ -46,6 +46,7 @@ KILLS = int(os.environ.get("ICEMV_KILL_LOOP_KILLS", "5"))
 D1 = dt.date(2024, 1, 1)
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
 DEADLINE_SECONDS = 300.0
+TRIGGERS = ("branch-created", "branch-written", "random")
 
 
 def _config_file(lakehouse: Lakehouse, tmp_path: Path, driver_max_rows: int | None) -> Path:
@@ -84,14 +85,16 @@ def _kill(process: subprocess.Popen[bytes]) -> bool:
 
 
 def _wait_for_branch(
-    lakehouse: Lakehouse, storage: Identifier, process: subprocess.Popen[bytes]
+    lakehouse: Lakehouse, storage: Identifier, process: subprocess.Popen[bytes], written: bool
 ) -> bool:
-    """Poll until the refresh made its private branch (or exited); True if it did."""
+    """Poll until the refresh made its private branch (`written`: and wrote on it), or
+    exited; True if it got there."""
     deadline = time.monotonic() + DEADLINE_SECONDS
     while time.monotonic() < deadline and process.poll() is None:
-        if private_branches(lakehouse.load_table(storage)):
+        branches = private_branches(lakehouse.load_table(storage))
+        if any(b.written for b in branches) if written else branches:
             return True
-        time.sleep(0.02)
+        time.sleep(0.01)
     return False
 
 
@@ -147,15 +150,20 @@ def test_killed_refreshes_leave_nothing_behind(
         append_trips(lakehouse, namespace, rows)
         head = lakehouse.load_table(storage).current_snapshot()
         process = _start(config, mv, tmp_path)
-        if path == "branch" and kill % 2 == 0 and _wait_for_branch(lakehouse, storage, process):
-            time.sleep(rng.uniform(0.0, 1.5))  # somewhere in the write or the publish
+        # Branch path: kill right after the branch appears, right after the write to it
+        # (before the publish), or at a random moment; driver path: at a random moment.
+        trigger = TRIGGERS[kill % len(TRIGGERS)] if path == "branch" else "random"
+        if trigger != "random" and _wait_for_branch(
+            lakehouse, storage, process, written=trigger == "branch-written"
+        ):
+            time.sleep(rng.uniform(0.0, 0.3))
         else:
             deadline = time.monotonic() + rng.uniform(0.5, 1.1) * duration
             while time.monotonic() < deadline and process.poll() is None:
                 time.sleep(0.02)
         killed = _kill(process)
         phase = _phase(lakehouse, storage, head.snapshot_id if head else None)
-        phases[phase if killed else "finished-before-kill"] += 1
+        phases[f"{trigger}: {phase if killed else 'finished-before-kill'}"] += 1
         result = refresh_mv(cleanup, mv)
         outcomes[f"{result.mode} ({result.reason})"] += 1
         _check(lakehouse, mv, storage)
