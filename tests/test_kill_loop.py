@@ -46,7 +46,8 @@ KILLS = int(os.environ.get("ICEMV_KILL_LOOP_KILLS", "5"))
 D1 = dt.date(2024, 1, 1)
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
 DEADLINE_SECONDS = 300.0
-TRIGGERS = ("branch-created", "branch-written", "random")
+BRANCH_TRIGGERS = ("branch-created", "branch-written", "random")
+DRIVER_TRIGGERS = ("data-written", "random")
 
 
 def _config_file(lakehouse: Lakehouse, tmp_path: Path, driver_max_rows: int | None) -> Path:
@@ -98,6 +99,17 @@ def _wait_for_branch(
     return False
 
 
+def _wait_for_new_file(root: Path, process: subprocess.Popen[bytes]) -> bool:
+    """Poll until a data file appears under `root` that was not there before, or exit."""
+    before = set(root.rglob("*.parquet"))
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        if set(root.rglob("*.parquet")) - before:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _phase(lakehouse: Lakehouse, storage: Identifier, head_before: int | None) -> str:
     table = lakehouse.load_table(storage)
     head = table.current_snapshot()
@@ -141,9 +153,12 @@ def test_killed_refreshes_leave_nothing_behind(
     calibration = _start(config, mv, tmp_path)
     assert calibration.wait(timeout=DEADLINE_SECONDS) == 0
     duration = time.monotonic() - started
+    location = lakehouse.load_table(storage).location()
+    data_dir = Path(location.removeprefix("file://").removeprefix("file:")) / "data"
     phases: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     next_id = 100
+    reached = False
     for kill in range(KILLS):
         rows = [(next_id + j, rng.choice("abcd"), float(j), D1) for j in range(rng.randint(1, 4))]
         next_id += len(rows)
@@ -152,13 +167,18 @@ def test_killed_refreshes_leave_nothing_behind(
         process = _start(config, mv, tmp_path)
         # Branch path: kill right after the branch appears, right after the write to it
         # (before the publish), or at a random moment; driver path: at a random moment.
-        trigger = TRIGGERS[kill % len(TRIGGERS)] if path == "branch" else "random"
-        if trigger != "random" and _wait_for_branch(
-            lakehouse, storage, process, written=trigger == "branch-written"
-        ):
+        # Driver path: kill as soon as the commit's data file is written, or at random.
+        triggers = BRANCH_TRIGGERS if path == "branch" else DRIVER_TRIGGERS
+        trigger = triggers[kill % len(triggers)]
+        if trigger == "data-written":
+            reached = _wait_for_new_file(data_dir, process)
+        elif trigger != "random":
+            written = trigger == "branch-written"
+            reached = _wait_for_branch(lakehouse, storage, process, written)
+        if trigger != "random" and reached:
             time.sleep(rng.uniform(0.0, 0.3))
         else:
-            deadline = time.monotonic() + rng.uniform(0.5, 1.1) * duration
+            deadline = time.monotonic() + rng.uniform(0.7, 1.1) * duration
             while time.monotonic() < deadline and process.poll() is None:
                 time.sleep(0.02)
         killed = _kill(process)
