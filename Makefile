@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz bench bench-latency lint format typecheck clean
+.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak lint format typecheck clean
 
 install: $(STAMP)
 
@@ -49,6 +49,11 @@ FUZZ_EXAMPLES ?= 200
 fuzz: install system-deps
 	ICEMV_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/test_incremental_oracle.py
 
+# The kill-loop test with many kills per write path (`make test` runs 5 per path).
+CHAOS_KILLS ?= 50
+chaos: install system-deps
+	ICEMV_KILL_LOOP_KILLS=$(CHAOS_KILLS) $(BIN)/pytest -q -s tests/test_kill_loop.py
+
 # Incremental vs full refresh; BENCH_ROWS sets the base-table sizes.
 BENCH_ROWS ?= 1000000,10000000,50000000
 bench: install system-deps
@@ -59,6 +64,11 @@ LATENCY_ROWS ?= 10000000
 LATENCY_COMMITS ?= 100
 bench-latency: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_latency --rows $(LATENCY_ROWS) --commits $(LATENCY_COMMITS) --out bench-results/latency.json
+
+# Long-running service: commit time and storage metadata over many refreshes.
+SOAK_REFRESHES ?= 2000
+bench-soak: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_soak --refreshes $(SOAK_REFRESHES) --out bench-results/soak.json
 
 # Pure-logic tests only: no Spark, no database.
 test-fast: install

@@ -121,6 +121,29 @@ class RefreshConfig(_Section):
     shutdown_grace_seconds: float = Field(default=60.0, ge=0)
 
 
+class MaintenanceConfig(_Section):
+    """Storage-table upkeep the daemon runs on its own (and `icemv mv compact` on demand).
+
+    Every refresh adds a storage snapshot, and pyiceberg's commit time grows with their
+    number; expiry keeps the metadata bounded. Retention keeps a snapshot if it is among
+    the newest `keep_snapshots` refresh records or younger than `keep_seconds`; the
+    latest refresh record and every snapshot after it are always kept.
+    """
+
+    enabled: bool = True
+    # How often the daemon expires snapshots and removes unreferenced files (0: never).
+    interval_seconds: float = Field(default=3600.0, ge=0)
+    # Refresh records `icemv mv show` lists as history.
+    keep_snapshots: int = Field(default=10, ge=1)
+    keep_seconds: float = Field(default=0.0, ge=0)
+    # Files under the table location that no snapshot references are removed once older
+    # than this, so a write still in flight (not yet committed) never loses its files:
+    # keep it above the longest refresh (Iceberg's own default is three days).
+    orphan_file_age_seconds: float = Field(default=86400.0, ge=0)
+    # A private `icemv_*` refresh branch older than this is a leftover of a killed refresh.
+    branch_min_age_seconds: float = Field(default=600.0, ge=0)
+
+
 class MetricsConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=9108, ge=0, le=65535)
@@ -150,6 +173,7 @@ class Config(_Section):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     polling: PollingConfig = Field(default_factory=PollingConfig)
     refresh: RefreshConfig = Field(default_factory=RefreshConfig)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     materialized_views: list[MaterializedViewSpec] = Field(default_factory=list)

@@ -110,3 +110,15 @@ class StorageCommitConflictError(IcemvError, RuntimeError):
 
 class RefreshFailedError(IcemvError, RuntimeError):
     """A refresh that cannot succeed as asked (policy, conflicts); the message says why."""
+
+
+class SourceSchemaIncompatibleError(RefreshFailedError):
+    """A source no longer has a column the MV's SQL reads (dropped or renamed)."""
+
+    reason = "source-schema-incompatible"
+
+
+class SourceNotRefreshedError(RefreshFailedError):
+    """A source MV has never been refreshed, so there is no snapshot of it to record."""
+
+    reason = "source-never-refreshed"

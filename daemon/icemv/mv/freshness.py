@@ -2,7 +2,8 @@
 
 fresh: recorded view version is current and every recorded source is at its recorded
 snapshot / version. stale: same view version, some source moved on. invalid: definition
-replaced, a source dropped or recreated, or never refreshed. Staleness in seconds counts
+replaced, a source dropped or recreated, a source lost a column the SQL reads (checked
+once a source moved on: only then is a refresh due), or never refreshed. Staleness in seconds counts
 from the commit of the first source snapshot the MV has not absorbed.
 """
 
@@ -20,6 +21,7 @@ from icemv.catalog.jdbc_views import LoadedView
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import NoSuchViewError
 from icemv.identifiers import Identifier
+from icemv.mv.compatibility import lost_columns
 from icemv.mv.history import RefreshRecord, latest_refresh
 from icemv.mv.model import MaterializedView
 from icemv.spec.refresh_state import SourceState
@@ -107,7 +109,24 @@ def assess_freshness(
     if not moved:
         return Freshness("fresh", None, 0.0, record, sources)
     since = min((s.first_unabsorbed_ms or now_ms) for s in moved)
+    if _lost_columns(lakehouse, mv, record):
+        return Freshness(
+            "invalid", "source-schema-incompatible", _age(now_ms, since), record, sources
+        )
     return Freshness("stale", "source-changed", _age(now_ms, since), record, sources)
+
+
+def _lost_columns(lakehouse: Lakehouse, mv: MaterializedView, record: RefreshRecord) -> list[str]:
+    tables = []
+    for source in record.state.tables():
+        try:
+            tables.append(lakehouse.load_table(Identifier(source.namespace, source.name)))
+        except NoSuchTableError:
+            continue
+    try:
+        return lost_columns(mv.sql, tables)
+    except Exception:  # unparsable SQL is the refresh's to report
+        return []
 
 
 def _age(now_ms: int, since_ms: int) -> float:

@@ -22,6 +22,7 @@ from icemv.errors import FullRefreshRequiredError, RefreshFailedError, StorageCo
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, load_materialized_view
+from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incremental import incremental_refresh
 from icemv.refresh.plan import plan_incremental, plan_refresh
@@ -40,6 +41,7 @@ INHERENTLY_FULL = (RefreshReason.NEVER_REFRESHED, RefreshReason.DEFINITION_CHANG
 def refresh_mv(
     lakehouse: Lakehouse, identifier: Identifier, force_full: bool = False
 ) -> RefreshResult:
+    prepare_refresh(lakehouse, identifier, refresh_mv)  # leftovers, source MVs, lost columns
     for attempt in range(1, MAX_ATTEMPTS + 1):
         started = time.time()
         reads = CatalogReads(lakehouse)  # each table loaded once per attempt

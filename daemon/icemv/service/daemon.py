@@ -57,7 +57,12 @@ class Daemon:
             dependents=self.index.dependents_of,
         )
         self.reconciler = Reconciler(
-            self.lakehouse, self.index, self.metrics, self.request, config.polling.interval_seconds
+            self.lakehouse,
+            self.index,
+            self.metrics,
+            self.request,
+            config.polling.interval_seconds,
+            config.maintenance,
         )
         self.router = EventRouter(
             config.catalog.name,
@@ -100,6 +105,7 @@ class Daemon:
             self.lakehouse.spark  # start Spark before declaring readiness  # noqa: B018
             self._apply_declared()
             self.index.rebuild()
+            self.reconciler.remove_leftover_branches()  # of refreshes killed before this start
             self.scheduler.start()
             self.reconciler.poll()
             self.reconciler.start()

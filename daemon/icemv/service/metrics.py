@@ -165,7 +165,9 @@ class Metrics:
 
     def record_refresh_failure(self, mv: str, mode: str, error: BaseException) -> None:
         outcome = "conflict" if isinstance(error, CONFLICT_ERRORS) else "failure"
-        self.refreshes.labels(mv, mode, outcome, type(error).__name__).inc()
+        code = getattr(error, "reason", None)  # errors with a reason code label by it
+        reason = code if isinstance(code, str) else type(error).__name__
+        self.refreshes.labels(mv, mode, outcome, reason).inc()
 
     def record_freshness(
         self, mv: str, freshness: Freshness, max_staleness_seconds: float | None

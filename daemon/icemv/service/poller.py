@@ -4,6 +4,11 @@ A poll compares every MV's recorded sources with the current ones (no events nee
 refreshes what is stale and refreshes the metrics. An MV with `icemv.max-staleness` is
 also checked every half of its target, so it is refreshed before breaching it; one with
 `icemv.refresh-interval` or `icemv.refresh-cron` gets a refresh request on that schedule.
+Polls request refreshes in dependency order (an MV before the MVs that read it).
+
+Storage upkeep runs here too, every `maintenance.interval_seconds`: leftover refresh
+branches, snapshot expiry and unreferenced files, with pyiceberg only, so a service that
+runs for months keeps its storage metadata (and commit times) bounded.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.config import MaintenanceConfig
 from icemv.errors import DurationError
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import Freshness, assess_freshness
+from icemv.mv.maintenance import maintain_storage
+from icemv.mv.maintenance.branches import remove_leftover_branches
 from icemv.mv.model import (
     MAX_STALENESS_PROPERTY,
     MaterializedView,
@@ -29,7 +37,7 @@ from icemv.mv.model import (
 )
 from icemv.refresh.result import RefreshResult
 from icemv.service.metrics import Metrics
-from icemv.service.source_index import SourceIndex
+from icemv.service.source_index import SourceIndex, dependency_order
 from icemv.spec.durations import parse_duration
 
 log = structlog.get_logger(__name__)
@@ -62,12 +70,14 @@ class Reconciler:
         metrics: Metrics,
         request: Callable[[Identifier, str], Future[RefreshResult]],
         interval_seconds: float,
+        maintenance: MaintenanceConfig | None = None,
     ) -> None:
         self._lakehouse = lakehouse
         self._index = index
         self._metrics = metrics
         self._request = request
         self._interval = interval_seconds
+        self._maintenance = maintenance
         self._jobs = BackgroundScheduler(daemon=True)
         self._mv_jobs: dict[str, str] = {}  # job id -> trigger description
         self._known: set[Identifier] = set()
@@ -81,6 +91,15 @@ class Reconciler:
             max_instances=1,
             coalesce=True,
         )
+        upkeep = self._maintenance
+        if upkeep is not None and upkeep.enabled and upkeep.interval_seconds > 0:
+            self._jobs.add_job(
+                self.maintain,
+                IntervalTrigger(seconds=upkeep.interval_seconds),
+                id="maintenance",
+                max_instances=1,
+                coalesce=True,
+            )
         self._jobs.start()
 
     def stop(self) -> None:
@@ -90,8 +109,8 @@ class Reconciler:
         """One reconciliation pass over every MV."""
         try:
             snapshot = self._index.rebuild()
-            for mv in snapshot.mvs.values():
-                self.check(mv)
+            for identifier in dependency_order(snapshot):
+                self.check(snapshot.mvs[identifier])
             for gone in self._known - set(snapshot.mvs):
                 self._metrics.forget_mv(gone.dotted)
             self._known = set(snapshot.mvs)
@@ -99,6 +118,52 @@ class Reconciler:
             self.polls += 1
         except Exception as exc:  # catalog unreachable: report, try again next time
             log.warning("poll_failed", error=f"{type(exc).__name__}: {exc}")
+
+    def maintain(self) -> int:
+        """One upkeep pass over every MV's storage table; how many MVs it maintained."""
+        config = self._maintenance
+        if config is None or not config.enabled:
+            return 0
+        snapshot = self._index.snapshot
+        done = 0
+        for identifier in dependency_order(snapshot):
+            mv = snapshot.mvs[identifier]
+            readers = [
+                snapshot.mvs[r]
+                for r in snapshot.dependents.get(identifier, ())
+                if r in snapshot.mvs
+            ]
+            try:
+                result = maintain_storage(self._lakehouse, mv, config, readers)
+            except Exception as exc:  # one table's trouble must not stop the others
+                log.warning(
+                    "maintenance_failed", mv=str(identifier), error=f"{type(exc).__name__}: {exc}"
+                )
+                continue
+            done += 1
+            log.info(
+                "storage_maintained",
+                mv=str(identifier),
+                snapshots_before=result.snapshots_before,
+                snapshots_after=result.snapshots_after,
+                files_deleted=result.files_deleted,
+                branches_removed=list(result.branches_removed),
+            )
+        return done
+
+    def remove_leftover_branches(self) -> list[str]:
+        """At start-up: private branches that refreshes killed before this start left."""
+        config = self._maintenance
+        if config is None or not config.enabled:
+            return []
+        removed = []
+        for mv in self._index.snapshot.mvs.values():
+            try:
+                table = self._lakehouse.load_table(mv.storage)
+                removed += remove_leftover_branches(table, config.branch_min_age_seconds)
+            except Exception as exc:
+                log.warning("branch_cleanup_failed", mv=str(mv.identifier), error=str(exc))
+        return removed
 
     def check(self, mv: MaterializedView) -> Freshness:
         freshness = assess_freshness(self._lakehouse, mv)

@@ -64,6 +64,36 @@ def build_index(lakehouse: Lakehouse) -> IndexSnapshot:
     )
 
 
+def dependency_order(snapshot: IndexSnapshot) -> list[Identifier]:
+    """Every MV after the MVs it reads (a cycle, which pinning refuses, is broken by name).
+
+    Start-up polls request refreshes in this order, so a never-refreshed MV is refreshed
+    before the MVs over it, which record its storage snapshot.
+    """
+    reads: dict[Identifier, set[Identifier]] = {mv: set() for mv in snapshot.mvs}
+    for upstream, downstream in snapshot.dependents.items():
+        for mv in downstream:
+            if mv in reads and upstream in reads and upstream != mv:
+                reads[mv].add(upstream)
+    order: list[Identifier] = []
+    done: set[Identifier] = set()
+    visiting: set[Identifier] = set()
+
+    def visit(mv: Identifier) -> None:
+        if mv in done or mv in visiting:
+            return
+        visiting.add(mv)
+        for upstream in sorted(reads[mv], key=str):
+            visit(upstream)
+        visiting.discard(mv)
+        done.add(mv)
+        order.append(mv)
+
+    for mv in sorted(reads, key=str):
+        visit(mv)
+    return order
+
+
 class SourceIndex:
     """Thread-safe holder of the latest index; readers never see a half-built one."""
 

@@ -1,0 +1,114 @@
+"""What a refresh settles before planning: leftovers, unrefreshed sources, lost columns.
+
+* Leftover private branches of a killed refresh of this MV are removed (see
+  `icemv.mv.maintenance.branches`).
+* A source MV that was never refreshed has no storage snapshot to pin, and the spec wants
+  a snapshot id for every table source: it is refreshed first (recursively), and if it
+  still has none, the refresh is refused.
+* A source that lost a column the SQL reads fails the refresh with a reason code, before
+  Spark fails it with an analysis traceback.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import structlog
+from pyiceberg.exceptions import NoSuchTableError
+
+from icemv.catalog.lakehouse import Lakehouse
+from icemv.errors import (
+    NoSuchViewError,
+    SourceNotRefreshedError,
+    SourceSchemaIncompatibleError,
+    ViewSqlError,
+)
+from icemv.identifiers import Identifier
+from icemv.mv.compatibility import lost_columns
+from icemv.mv.maintenance.branches import remove_leftover_branches
+from icemv.mv.model import load_materialized_view
+from icemv.sql.parse import parse_query, table_references
+
+log = structlog.get_logger(__name__)
+
+# MVs whose source refreshes this thread is running: a cycle of MVs must not recurse.
+_preparing = threading.local()
+
+
+@contextmanager
+def _preparing_for(identifier: Identifier) -> Iterator[None]:
+    chain: list[Identifier] = _preparing.__dict__.setdefault("chain", [])
+    chain.append(identifier)
+    try:
+        yield
+    finally:
+        chain.pop()
+
+
+def prepare_refresh(
+    lakehouse: Lakehouse,
+    identifier: Identifier,
+    refresh: Callable[[Lakehouse, Identifier], object],
+) -> None:
+    """Run before a refresh of `identifier`; `refresh` refreshes a source MV first."""
+    mv = load_materialized_view(lakehouse, identifier)
+    try:
+        storage = lakehouse.load_table(mv.storage)
+    except NoSuchTableError:
+        return  # the refresh reports it
+    remove_leftover_branches(storage, lakehouse.config.maintenance.branch_min_age_seconds)
+    namespace = mv.version.default_namespace or identifier.namespace
+    tables = []
+    for source in _direct_sources(lakehouse, mv.sql, namespace):
+        try:
+            tables.append(lakehouse.load_table(source))
+            continue
+        except NoSuchTableError:
+            pass
+        try:
+            view = lakehouse.views.load(source)
+        except NoSuchViewError:
+            continue  # pinning reports unknown sources
+        source_storage = view.metadata.current_version.storage_table
+        if source_storage is None or _has_snapshot(lakehouse, source_storage):
+            continue
+        if source in _preparing.__dict__.get("chain", []):
+            raise SourceNotRefreshedError(
+                f"{SourceNotRefreshedError.reason}: materialized views read each other "
+                f"({source}, {identifier})"
+            )
+        log.info("refreshing_source_mv_first", mv=str(identifier), source=str(source))
+        with _preparing_for(identifier):
+            refresh(lakehouse, source)
+        if not _has_snapshot(lakehouse, source_storage):
+            raise SourceNotRefreshedError(
+                f"{SourceNotRefreshedError.reason}: source materialized view {source} "
+                "has never been refreshed"
+            )
+    lost = lost_columns(mv.sql, tables)
+    if lost:
+        raise SourceSchemaIncompatibleError(
+            f"{SourceSchemaIncompatibleError.reason}: {identifier} reads "
+            f"{', '.join(lost)}, which its sources no longer have"
+        )
+
+
+def _direct_sources(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -> list[Identifier]:
+    try:
+        query = parse_query(sql)
+    except ViewSqlError:
+        return []  # the refresh reports it
+    return [
+        Identifier((t.db,) if t.db else namespace, t.name)
+        for t in table_references(query)
+        if not t.catalog or t.catalog == lakehouse.catalog_name
+    ]
+
+
+def _has_snapshot(lakehouse: Lakehouse, storage: Identifier) -> bool:
+    try:
+        return lakehouse.load_table(storage).current_snapshot() is not None
+    except NoSuchTableError:
+        return False
