@@ -125,7 +125,7 @@ def _lost_columns(lakehouse: Lakehouse, mv: MaterializedView, record: RefreshRec
             continue
     try:
         return lost_columns(mv.sql, tables)
-    except Exception:  # unparsable SQL is the refresh's to report
+    except Exception:  # noqa: BLE001 (unparsable SQL is the refresh's to report)
         return []
 
 

@@ -72,7 +72,7 @@ def is_leftover(table: Table, branch: LeftoverBranch, min_age_seconds: float, no
     entry = max(earlier, key=lambda e: e.timestamp_ms)
     try:
         old = FromInputFile.table_metadata(table.io.new_input(entry.metadata_file))
-    except Exception as exc:  # metadata file gone: cannot prove the age, keep the branch
+    except Exception as exc:  # noqa: BLE001 (metadata gone: cannot prove the age, keep it)
         log.debug("branch_age_unknown", branch=branch.name, error=str(exc))
         return False
     return branch.name in old.refs

@@ -130,6 +130,6 @@ def _delete(io: FileIO, paths: Iterable[str]) -> int:
             deleted += 1
         except FileNotFoundError:
             continue
-        except Exception as exc:  # an undeletable file is garbage, not an error
+        except Exception as exc:  # noqa: BLE001 (an undeletable file is garbage, not an error)
             log.warning("file_delete_failed", path=path, error=f"{type(exc).__name__}: {exc}")
     return deleted
