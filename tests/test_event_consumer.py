@@ -459,16 +459,26 @@ def private_broker(tmp_path: Path) -> Iterator[TansuBroker]:
 def test_readiness_follows_the_broker_within_seconds(
     lakehouse: Lakehouse, private_broker: TansuBroker, table: tuple[Identifier, str]
 ) -> None:
-    """Issue 12 item 4: a 25 s outage used to go unseen (the coordinator was declared dead
-    only after a request timed out)."""
+    """Issue 12 item 4: a 25 s outage used to go unseen. Two outages: a broker that hangs
+    (sockets open, nothing answers: a partition) and one that stops (sockets closed)."""
     topic, dlq = new_topics(private_broker)
     config = kafka_config(private_broker, topic, dlq)
     pipeline = Pipeline(lakehouse, table[0], config)
     with running(pipeline.consumer) as consumer:
         wait_for(lambda: consumer.connected, 10, "connected")
         assert pipeline.connected_gauge() == 1
+
+        private_broker.pause()
+        try:
+            hung = wait_for(lambda: not consumer.connected, 15, "the hung broker to show")
+            assert pipeline.connected_gauge() == 0
+        finally:
+            private_broker.resume()
+        back = wait_for(lambda: consumer.connected, 60, "connected after the hang")
+        assert hung < 8
+
         private_broker.stop()
-        down = wait_for(lambda: not consumer.connected, 10, "the outage to show")
+        down = wait_for(lambda: not consumer.connected, 10, "the stopped broker to show")
         assert pipeline.connected_gauge() == 0
         assert down < 5
         private_broker.start()
@@ -478,4 +488,7 @@ def test_readiness_follows_the_broker_within_seconds(
         # And it consumes again (in-memory broker: a new topic, a fresh group offset).
         send(private_broker, topic, [ValidEvents(*table).next()])
         wait_for(lambda: pipeline.scheduler.count() == 1, 60, "an event after the restart")
-    print(f"\nreadiness: outage seen after {down:.2f}s, reconnection after {up:.2f}s")
+    print(
+        f"\nreadiness: hung broker seen after {hung:.2f}s (back {back:.2f}s after resume), "
+        f"stopped broker after {down:.2f}s, reconnected {up:.2f}s after restart"
+    )

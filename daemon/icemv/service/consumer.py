@@ -33,6 +33,10 @@ MAX_IN_FLIGHT = 10_000
 # Back-off of a partition whose record hit a retryable failure: doubles up to the maximum.
 RETRY_INITIAL_SECONDS = 1.0
 RETRY_MAX_SECONDS = 30.0
+# Heartbeats every second (at most a third of the session timeout); a coordinator that has
+# answered none for this long counts as gone (see `kafka_connected`).
+HEARTBEAT_INTERVAL_MS = 1000
+HEARTBEAT_SILENCE_SECONDS = 5.0
 # The reason code of a record whose handler raised something other than BadEventError.
 HANDLER_ERROR = "handler-error"
 
@@ -148,6 +152,7 @@ class EventConsumer:
             auto_offset_reset=self._config.auto_offset_reset,
             session_timeout_ms=self._config.session_timeout_ms,
             max_poll_interval_ms=self._config.max_poll_interval_ms,
+            heartbeat_interval_ms=min(HEARTBEAT_INTERVAL_MS, self._config.session_timeout_ms // 3),
             **kafka_client_kwargs(self._config),
         )
         consumer_ref.append(consumer)
@@ -257,22 +262,31 @@ class EventConsumer:
 
 
 def kafka_connected(consumer: Any) -> bool:
-    """Whether the consumer holds a live connection to its group coordinator, right now.
+    """Whether the consumer's link to its group coordinator works, right now.
 
-    `poll()` just returns nothing while the broker is away, and the coordinator is only
-    declared dead after a request times out (~30 s), so this asks the network layer for the
-    socket's state instead; a closed connection shows at once.
+    `poll()` just returns nothing while the broker is away, and kafka-python declares the
+    coordinator dead only after a request times out (~30 s; never, for a broker that hangs
+    without closing its sockets). So this reads two things: the coordinator socket's state
+    (a crashed broker shows at once), and, in a stable group, how long ago a heartbeat was
+    last answered (a hung or unreachable broker shows after `HEARTBEAT_SILENCE_SECONDS`).
 
     The one place icemv reaches into kafka-python internals (3.0.x): `_coordinator`
-    (`coordinator_id`) and `_client.connected(node_id)`. If they move, fall back to the
-    public bootstrap check (slower to notice an outage, never wrong about a live one).
+    (`coordinator_id`, `stable()`, `heartbeat.last_receive` / `last_reset`) and
+    `_client.connected(node_id)`. If they move, fall back to the public bootstrap check
+    (slower to notice an outage, never wrong about a live one).
     """
-    coordinator = getattr(consumer, "_coordinator", None)
-    client = getattr(consumer, "_client", None)
-    node_id = getattr(coordinator, "coordinator_id", None)
-    if coordinator is None or client is None or not hasattr(client, "connected"):
+    try:
+        coordinator = consumer._coordinator
+        node_id = coordinator.coordinator_id
+        if node_id is None or not consumer._client.connected(node_id):
+            return False
+        if not coordinator.stable():  # joining: no heartbeats yet
+            return True
+        heartbeat = coordinator.heartbeat
+        answered = max(heartbeat.last_receive, heartbeat.last_reset)
+        return bool(time.monotonic() - answered < HEARTBEAT_SILENCE_SECONDS)
+    except AttributeError:
         return bool(consumer.bootstrap_connected())
-    return node_id is not None and bool(client.connected(node_id))
 
 
 def _commit(consumer: Any, offsets: dict[Any, int]) -> None:
