@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 import pytest
@@ -18,6 +19,7 @@ from icemv.service.dead_letter import MAX_DETAIL_BYTES, dead_letter_headers
     [
         ConnectionRefusedError(),
         TimeoutError(),
+        OSError(errno.EHOSTUNREACH, "No route to host"),
         sqlalchemy.exc.OperationalError("SELECT", {}, Exception("server closed the connection")),
         KafkaTimeoutError(),
     ],
@@ -35,6 +37,8 @@ def test_unreachable_peers_are_retried(error: BaseException) -> None:
         UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"),
         sqlalchemy.exc.DataError("SELECT", {}, Exception("value too long")),
         RecursionError(),
+        FileNotFoundError("s3://w/t/metadata/00001.metadata.json"),
+        OSError(errno.ENOSPC, "No space left on device"),
     ],
 )
 def test_failures_about_the_record_are_not_retried(error: BaseException) -> None:

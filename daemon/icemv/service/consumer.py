@@ -12,6 +12,8 @@ An event is done when every refresh it led to has committed or was found unneces
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -40,27 +42,37 @@ HEARTBEAT_SILENCE_SECONDS = 5.0
 # The reason code of a record whose handler raised something other than BadEventError.
 HANDLER_ERROR = "handler-error"
 
+# OSErrors that say a peer is unreachable (others, like a missing file, are not transient).
+_UNREACHABLE = frozenset(
+    {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN, errno.ETIMEDOUT}
+)
+
 RecordHandler = Callable[[Any], Sequence[Future[Any]]]
 
 
 def retryable(error: BaseException) -> bool:
     """Whether a failure may go away by itself (a peer unreachable), so the record is held.
 
-    Everything else is taken to be about the record itself; retrying it would fail forever.
+    Everything else is taken to be about the record itself (or about state no retry changes,
+    such as a table's missing metadata file): retrying it would fail forever.
     """
     import sqlalchemy.exc
     from kafka.errors import KafkaError
 
     transient: tuple[type[BaseException], ...] = (
-        OSError,  # ConnectionError, TimeoutError, socket errors
-        # The catalog database (SQLAlchemy wraps the driver's errors).
+        ConnectionError,  # refused, reset, aborted, broken pipe
+        TimeoutError,
+        socket.gaierror,  # DNS
         KafkaError,  # the dead-letter topic not reachable
+        # The catalog database (SQLAlchemy wraps the driver's errors).
         sqlalchemy.exc.OperationalError,
         sqlalchemy.exc.InterfaceError,
         sqlalchemy.exc.DisconnectionError,
         sqlalchemy.exc.TimeoutError,
     )
-    return isinstance(error, transient)
+    if isinstance(error, transient):
+        return True
+    return isinstance(error, OSError) and error.errno in _UNREACHABLE
 
 
 class _Retry(Exception):
