@@ -251,7 +251,7 @@ def encoded(value: object) -> bytes:
 
 
 junk_records = st.one_of(
-    st.builds(Outgoing, st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300)),
+    st.builds(Outgoing, st.none() | st.binary(max_size=40), st.binary(min_size=1, max_size=300)),
     st.builds(
         Outgoing,
         st.none(),

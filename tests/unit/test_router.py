@@ -33,8 +33,8 @@ def record(event: object) -> Record:
     return Record(json.dumps(event).encode())
 
 
-def commit(name: str = "t", **fields: object) -> Record:
-    return record({"type": "table-commit", "namespace": ["n"], "name": name, **fields})
+def commit(name: str = "t", fields: dict[str, object] | None = None) -> Record:
+    return record({"type": "table-commit", "namespace": ["n"], "name": name, **(fields or {})})
 
 
 class Harness:
@@ -79,8 +79,8 @@ def test_a_commit_to_a_table_with_readers_is_routed() -> None:
 
 def test_the_same_snapshot_twice_is_a_duplicate() -> None:
     h = Harness()
-    h.router.handle(commit(**{"table-uuid": UUID, "snapshot-id": 1}))
-    assert h.router.handle(commit(**{"table-uuid": UUID, "snapshot-id": 1})) == []
+    h.router.handle(commit("t", {"table-uuid": UUID, "snapshot-id": 1}))
+    assert h.router.handle(commit("t", {"table-uuid": UUID, "snapshot-id": 1})) == []
     assert h.count("routed") == 1 and h.count("duplicate") == 1
     assert len(h.requests) == 1
 
@@ -125,7 +125,7 @@ def test_bad_records_raise_for_the_consumer_to_dead_letter() -> None:
 
 def test_a_failed_lookup_is_not_remembered_so_its_retry_is_routed() -> None:
     h = Harness()
-    event = commit("other", **{"table-uuid": UUID, "snapshot-id": 7})
+    event = commit("other", {"table-uuid": UUID, "snapshot-id": 7})
     h.fail_lookups = ConnectionError("catalog down")
     with pytest.raises(ConnectionError):
         h.router.handle(event)
