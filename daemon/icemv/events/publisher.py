@@ -38,7 +38,7 @@ class CommitEventPublisher:
             linger_ms=0,
         )
         log.info(
-            "commit event publisher started",
+            "commit_event_publisher_started",
             topic=topic,
             bootstrap_servers=config.bootstrap_servers,
             security_protocol=config.security_protocol,
@@ -51,7 +51,7 @@ class CommitEventPublisher:
         self._producer.flush(timeout=self._timeout_seconds)
         metadata = future.get(timeout=self._timeout_seconds)
         log.debug(
-            "commit event published",
+            "commit_event_published",
             topic=self._topic,
             key=key.decode("utf-8"),
             snapshot_id=event.snapshot_id,
