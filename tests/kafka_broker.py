@@ -107,12 +107,23 @@ class TansuBroker:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
+        process.send_signal(signal.SIGCONT)  # a paused process handles no SIGINT
         process.send_signal(signal.SIGINT)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+    def pause(self) -> None:
+        """Freeze the process (SIGSTOP): sockets stay open but nothing answers, like a hung
+        broker or a network partition."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
 
     def restart(self) -> None:
         """Stop and start on the same port; in-memory storage means every topic is gone."""

@@ -11,15 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icemv.errors import BadEventError
-from icemv.events.parse import (
-    EventDeduplicator,
-    EventHint,
-    IgnoredEvent,
-    TableCommitHint,
-    ViewChangeHint,
-    encode_icemv_event,
-    parse_event,
-)
+from icemv.events.dedup import EventDeduplicator
+from icemv.events.formats.icemv import IcemvCommitEvent
+from icemv.events.hints import EventHint, IgnoredEvent, TableCommitHint, ViewChangeHint
+from icemv.events.parse import parse_event
 
 UUID = "6891e4cd-ebac-4e4a-b511-dd3bcb3b6798"
 EVENT_ID = "01968fa6-3c1a-7d41-9b5c-0c2a6f7e9d10"
@@ -81,7 +76,9 @@ def test_icemv_view_commit_is_a_view_change() -> None:
 
 
 def test_encode_icemv_event_key_value_and_omitted_fields() -> None:
-    key, value = encode_icemv_event(["nyc", "2024"], "taxis", snapshot_id=5, operation="append")
+    key, value = IcemvCommitEvent(
+        ["nyc", "2024"], "taxis", snapshot_id=5, operation="append"
+    ).encode()
     assert key == b"nyc.2024.taxis"
     assert json.loads(value) == {
         "type": "table-commit",
@@ -93,7 +90,7 @@ def test_encode_icemv_event_key_value_and_omitted_fields() -> None:
 
 
 def test_encode_icemv_event_round_trips_every_field() -> None:
-    key, value = encode_icemv_event(
+    key, value = IcemvCommitEvent(
         ("nyc",),
         "taxis",
         catalog="lake",
@@ -104,7 +101,7 @@ def test_encode_icemv_event_round_trips_every_field() -> None:
         operation="overwrite",
         timestamp_ms=4,
         metadata_location="s3://b/m.json",
-    )
+    ).encode()
     assert json.loads(value)["metadata-location"] == "s3://b/m.json"
     assert parse_event(value, key=key) == [
         TableCommitHint(("nyc",), "taxis", "icemv", UUID, -1, 4, None, "lake")
@@ -120,16 +117,20 @@ def test_encode_icemv_event_round_trips_every_field() -> None:
         (["a"], "t", {"snapshot_id": True}),
         (["a"], "t", {"snapshot_id": 2**63}),
         (["a"], "t", {"table_uuid": "not-a-uuid"}),
+        (["a"], "t\x00", {}),
+        (["a\n"], "t", {}),
+        (["a"], "t" * 256, {}),
     ],
 )
 def test_encode_icemv_event_refuses_what_it_could_not_read_back(
     namespace: list[str], name: str, fields: dict[str, object]
 ) -> None:
     with pytest.raises(ValueError):
-        encode_icemv_event(namespace, name, **fields)  # type: ignore[arg-type]
+        IcemvCommitEvent(namespace, name, **fields).encode()  # type: ignore[arg-type]
 
 
-names = st.text(min_size=1, max_size=20)
+# Catalog names: anything but control characters and lone surrogates (those are bad events).
+names = st.text(st.characters(exclude_categories=("Cc", "Cs")), min_size=1, max_size=20)
 
 
 @given(
@@ -148,14 +149,14 @@ def test_encode_then_parse_is_identity(
     table_uuid: str | None,
     catalog: str | None,
 ) -> None:
-    key, value = encode_icemv_event(
+    key, value = IcemvCommitEvent(
         namespace,
         name,
         catalog=catalog,
         table_uuid=table_uuid,
         snapshot_id=snapshot_id,
         timestamp_ms=timestamp_ms,
-    )
+    ).encode()
     assert parse_event(value, key=key) == [
         TableCommitHint(
             tuple(namespace), name, "icemv", table_uuid, snapshot_id, timestamp_ms, None, catalog
@@ -475,10 +476,10 @@ def test_dedup_by_event_id() -> None:
 def test_dedup_by_table_uuid_and_snapshot_across_formats() -> None:
     dedup = EventDeduplicator()
     [lakekeeper] = parse_event(structured("updateTable", COMMIT_REQUEST))
-    _, value = encode_icemv_event(["nyc", "raw"], "taxis", table_uuid=UUID, snapshot_id=2)
+    _, value = IcemvCommitEvent(["nyc", "raw"], "taxis", table_uuid=UUID, snapshot_id=2).encode()
     [own] = parse_event(value)
     [other_snapshot] = parse_event(
-        encode_icemv_event(["nyc", "raw"], "taxis", table_uuid=UUID, snapshot_id=3)[1]
+        IcemvCommitEvent(["nyc", "raw"], "taxis", table_uuid=UUID, snapshot_id=3).encode()[1]
     )
     assert dedup.seen(lakekeeper) is False
     assert dedup.seen(own) is True
@@ -511,6 +512,45 @@ def test_dedup_is_a_bounded_lru() -> None:
     assert not dedup.seen(b)
     with pytest.raises(ValueError):
         EventDeduplicator(max_entries=0)
+
+
+# --- identifiers a catalog cannot hold -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "table-commit", "namespace": ["n"], "name": "t\x00"},
+        {"type": "table-commit", "namespace": ["n\x00"], "name": "t"},
+        {"type": "table-commit", "namespace": "a.b\x7f", "name": "t"},
+        {"type": "table-commit", "namespace": ["n"], "name": "t\ud800"},
+        {"type": "table-commit", "namespace": ["n"], "name": "t" * 256},
+        {"type": "table-commit", "namespace": ["n"] * 33, "name": "t"},
+        {"type": "view-commit", "namespace": ["n"], "name": "v\x1b[31m"},
+        {"event_type": "AFTER_UPDATE_TABLE", "table_identifier": ["n", "t\x00"]},
+        {"specversion": "1.0", "type": "updateTable", "namespace": "n", "name": "t\x00"},
+    ],
+)
+def test_names_with_control_characters_or_absurd_length_are_bad(event: object) -> None:
+    assert bad_reason(js(event)) == "bad-identifier"
+
+
+def test_the_longest_name_a_catalog_holds_is_accepted() -> None:
+    [hint] = parse_event(js({"type": "table-commit", "namespace": ["n"], "name": "t" * 255}))
+    assert isinstance(hint, TableCommitHint) and len(hint.name) == 255
+
+
+def test_huge_values_and_string_fields_are_bad() -> None:
+    padding = "x" * (1024 * 1024)
+    assert bad_reason(js({"type": "table-commit", "pad": padding})) == "too-large"
+    event = {"type": "table-commit", "namespace": ["n"], "name": "t", "catalog": "c" * 5000}
+    assert bad_reason(js(event)) == "bad-field"
+
+
+def test_huge_keys_are_not_taken_as_event_ids() -> None:
+    event = {"event_type": "AFTER_UPDATE_TABLE", "table_identifier": ["n", "t"]}
+    [hint] = parse_event(js(event), key=b"k" * 5000)
+    assert isinstance(hint, TableCommitHint) and hint.event_id is None
 
 
 # --- fuzz --------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config
-from icemv.events.parse import encode_icemv_event
+from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.lifecycle import create_mv
@@ -145,12 +145,14 @@ def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
             json.dumps({"type": "nope"}).encode(),
         ):
             producer.send(topic, value=value)
-        key, value = encode_icemv_event(
+        key, value = IcemvCommitEvent(
             [namespace], "trips", table_uuid=table_uuid, snapshot_id=snapshot
-        )
+        ).encode()
         producer.send(topic, key=key, value=value)
         producer.send(topic, key=key, value=value)  # duplicate: same table uuid and snapshot
-        missing_key, missing = encode_icemv_event([namespace], "no_such_table", snapshot_id=1)
+        missing_key, missing = IcemvCommitEvent(
+            [namespace], "no_such_table", snapshot_id=1
+        ).encode()
         producer.send(topic, key=missing_key, value=missing)
         producer.flush()
 
@@ -173,14 +175,14 @@ def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
         assert ready.status == 200 and json.loads(ready.read())["checks"]["kafka"] is True
         # The daemon is still consuming after the bad events.
         latest = append_trips(lakehouse, namespace, [(4, "c", 2.0, None)])
-        key, value = encode_icemv_event([namespace], "trips", snapshot_id=latest)
+        key, value = IcemvCommitEvent([namespace], "trips", snapshot_id=latest).encode()
         producer.send(topic, key=key, value=value).get(timeout=10)
         wait_for(lambda: is_fresh(lakehouse, mv), 60, "refresh after a later event")
         # A late (reordered) event for the older snapshot: a hint, found unnecessary.
         storage = lakehouse.load_table(Identifier((namespace,), "agg__storage"))
         commits = len(storage.snapshots())
         skipped = metric(port, "icemv_refreshes_total", {"mv": mv.dotted, "outcome": "skipped"})
-        key, value = encode_icemv_event([namespace], "trips", snapshot_id=snapshot)
+        key, value = IcemvCommitEvent([namespace], "trips", snapshot_id=snapshot).encode()
         producer.send(topic, key=key, value=value).get(timeout=10)
         wait_for(
             lambda: (
@@ -267,9 +269,9 @@ def test_broker_outage_falls_back_to_polling_and_recovers(
         snapshot = append_trips(lakehouse, namespace, [(8, "b", 2.0, None)])
         producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, enable_idempotence=False)
         try:
-            key, value = encode_icemv_event(
+            key, value = IcemvCommitEvent(
                 [namespace], "trips", table_uuid=table_uuid, snapshot_id=snapshot
-            )
+            ).encode()
             producer.send(topic, key=key, value=value).get(timeout=30)
         finally:
             producer.close()

@@ -20,7 +20,7 @@ from kafka import KafkaProducer
 
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config
-from icemv.events.parse import encode_icemv_event
+from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.identifiers import Identifier
 from icemv.mv.history import refresh_history
 from icemv.mv.lifecycle import create_mv
@@ -187,7 +187,7 @@ def test_two_replicas_share_the_group_and_apply_each_change_once(
                     snapshot = append_trips(
                         lakehouse, namespace, [(10 + round_, "b", 2.0, None)], name=table
                     )
-                    key, value = encode_icemv_event([namespace], table, snapshot_id=snapshot)
+                    key, value = IcemvCommitEvent([namespace], table, snapshot_id=snapshot).encode()
                     producer.send(topic, key=key, value=value)
                 producer.flush()
                 for mv in mvs:
@@ -212,7 +212,8 @@ def test_emit_publishes_the_tables_current_snapshot(
 ) -> None:
     from kafka import KafkaConsumer, TopicPartition
 
-    from icemv.events.parse import TableCommitHint, parse_event
+    from icemv.events.hints import TableCommitHint
+    from icemv.events.parse import parse_event
 
     table = create_trips(lakehouse, namespace, rows=[(1, "a", 1.0, None)])
     topic = f"emit-{uuid.uuid4().hex[:8]}"

@@ -18,8 +18,11 @@ from kafka.errors import KafkaError
 from pydantic import SecretStr
 
 from icemv.config import KafkaConfig
-from icemv.events.parse import TableCommitHint, ViewChangeHint, parse_event
-from icemv.events.publisher import CommitEventPublisher, kafka_client_kwargs, publish_commit_event
+from icemv.events.formats.icemv import IcemvCommitEvent
+from icemv.events.hints import TableCommitHint, ViewChangeHint
+from icemv.events.kafka import kafka_client_kwargs
+from icemv.events.parse import parse_event
+from icemv.events.publisher import CommitEventPublisher, publish_commit_event
 from tests.kafka_broker import TansuBroker, free_port, kafka_broker  # noqa: F401
 
 TABLE_UUID = "6891e4cd-ebac-4e4a-b511-dd3bcb3b6798"
@@ -97,16 +100,18 @@ def test_published_events_come_back_through_a_group_with_manual_commits(
     publish_commit_event(
         config,
         topic,
-        ["nyc"],
-        "taxis",
-        catalog="lake",
-        table_uuid=TABLE_UUID,
-        snapshot_id=3838051412002077211,
-        parent_snapshot_id=3838051412002077000,
-        sequence_number=7,
-        operation="append",
-        timestamp_ms=1711842668070,
-        metadata_location="file:///w/nyc/taxis/metadata/00007.metadata.json",
+        IcemvCommitEvent(
+            ["nyc"],
+            "taxis",
+            catalog="lake",
+            table_uuid=TABLE_UUID,
+            snapshot_id=3838051412002077211,
+            parent_snapshot_id=3838051412002077000,
+            sequence_number=7,
+            operation="append",
+            timestamp_ms=1711842668070,
+            metadata_location="file:///w/nyc/taxis/metadata/00007.metadata.json",
+        ),
     )
     with closing(group_consumer(kafka_broker.bootstrap, topic, group)) as consumer:
         [record] = consume(consumer, 1)
@@ -128,7 +133,7 @@ def test_published_events_come_back_through_a_group_with_manual_commits(
 
     # A new member of the group resumes after the committed offset: it sees only the next event.
     with CommitEventPublisher(config, topic) as publisher:
-        publisher.publish(("nyc", "raw"), "trips", snapshot_id=2)
+        publisher.publish(IcemvCommitEvent(("nyc", "raw"), "trips", snapshot_id=2))
     with closing(group_consumer(kafka_broker.bootstrap, topic, group)) as consumer:
         [record] = consume(consumer, 1)
         assert parse_event(record.value, record.headers, record.key) == [
@@ -194,7 +199,9 @@ def test_publish_to_an_unreachable_broker_fails_within_its_timeout() -> None:
     config = KafkaConfig(bootstrap_servers=[f"127.0.0.1:{free_port()}"])
     started = time.monotonic()
     with pytest.raises(KafkaError):
-        publish_commit_event(config, "icemv-commits", ["n"], "t", timeout_seconds=1)
+        publish_commit_event(
+            config, "icemv-commits", IcemvCommitEvent(["n"], "t"), timeout_seconds=1
+        )
     assert time.monotonic() - started < 10
 
 
@@ -210,7 +217,7 @@ def test_publisher_survives_a_broker_restart(private_broker: TansuBroker) -> Non
     private_broker.create_topic("commits")
     config = KafkaConfig(bootstrap_servers=[bootstrap])
     with CommitEventPublisher(config, "commits", timeout_seconds=15) as publisher:
-        publisher.publish(["n"], "before")
+        publisher.publish(IcemvCommitEvent(["n"], "before"))
         private_broker.restart()
         assert private_broker.bootstrap == bootstrap
         probe = KafkaConsumer(bootstrap_servers=bootstrap)
@@ -218,7 +225,7 @@ def test_publisher_survives_a_broker_restart(private_broker: TansuBroker) -> Non
             assert "commits" not in probe.topics()  # in-memory storage: topics are gone
         private_broker.create_topic("commits")
         # No idempotent producer id to lose, so the same producer keeps working.
-        publisher.publish(["n"], "after")
+        publisher.publish(IcemvCommitEvent(["n"], "after"))
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     with closing(consumer):
         consumer.assign([TopicPartition("commits", 0)])

@@ -23,7 +23,7 @@ from typing import Any
 
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config, parse_config
-from icemv.events.parse import encode_icemv_event
+from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.events.publisher import CommitEventPublisher
 from icemv.identifiers import Identifier
 from icemv.mv.history import refresh_history
@@ -100,10 +100,10 @@ def _run_mode(
             snapshot = lakehouse.load_table(base).current_snapshot()
             assert snapshot is not None
             if publisher is not None:
-                publisher.publish(
+                publisher.publish(IcemvCommitEvent(
                     [NAMESPACE], "base", table_uuid=str(table.metadata.table_uuid),
                     snapshot_id=snapshot.snapshot_id, timestamp_ms=snapshot.timestamp_ms,
-                )  # fmt: skip
+                ))  # fmt: skip
             latencies.append(_wait_absorbed(lakehouse, storage, snapshot.snapshot_id, 120))
     finally:
         daemon.stop()
@@ -148,9 +148,9 @@ def event_path_rate(lakehouse: Lakehouse, events: int) -> float:
     )
     records = []
     for i in range(events):
-        key, value = encode_icemv_event(
+        key, value = IcemvCommitEvent(
             [NAMESPACE], "base", table_uuid=str(uuid.UUID(int=1)), snapshot_id=i
-        )
+        ).encode()
         records.append(_Record("bench", 0, i, key, value))
     started = time.perf_counter()
     futures: list[Future[RefreshResult]] = []

@@ -172,6 +172,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_emit(config: Config, args: argparse.Namespace) -> int:
+    from icemv.events.formats.icemv import IcemvCommitEvent
     from icemv.events.publisher import publish_commit_event
 
     if not config.kafka.enabled:
@@ -181,9 +182,7 @@ def cmd_emit(config: Config, args: argparse.Namespace) -> int:
     table = lakehouse.load_table(identifier)
     snapshot = table.current_snapshot()
     topic = args.topic or config.kafka.topics[0]
-    publish_commit_event(
-        config.kafka,
-        topic,
+    event = IcemvCommitEvent(
         list(identifier.namespace),
         identifier.name,
         catalog=config.catalog.name,
@@ -195,6 +194,7 @@ def cmd_emit(config: Config, args: argparse.Namespace) -> int:
         timestamp_ms=snapshot.timestamp_ms if snapshot else None,
         metadata_location=table.metadata_location,
     )
+    publish_commit_event(config.kafka, topic, event)
     print(f"published a commit event for {identifier} to {topic}")
     return 0
 

@@ -79,6 +79,7 @@ class Daemon:
                 self.router.handle,
                 on_lag=self.metrics.set_lag,
                 on_connected=self.metrics.set_kafka_connected,
+                on_rejected=self.metrics.record_rejected_event,
             )
         self.http = HttpServer(
             config.metrics.host,

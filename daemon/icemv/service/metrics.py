@@ -32,6 +32,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_refreshes_total",
     "icemv_refresh_rows_total",
     "icemv_events_total",
+    "icemv_events_dead_lettered_total",
     "icemv_commit_to_fresh_seconds",
     "icemv_kafka_consumer_lag",
     "icemv_kafka_connected",
@@ -125,6 +126,12 @@ class Metrics:
             ["format", "outcome"],
             registry=r,
         )
+        self.dead_lettered = Counter(
+            "icemv_events_dead_lettered",
+            "Records given up on (by reason code) and copied to the dead-letter topic.",
+            ["reason"],
+            registry=r,
+        )
         self.commit_to_fresh = Histogram(
             "icemv_commit_to_fresh_seconds",
             "From a source snapshot's commit to the commit of the refresh that absorbed it.",
@@ -203,6 +210,12 @@ class Metrics:
     def record_event(self, format: str, outcome: str) -> None:
         # The format may come from a payload; an open set would be unbounded cardinality.
         self.events.labels(format if format in EVENT_FORMATS else "unknown", outcome).inc()
+
+    def record_rejected_event(self, reason: str, dead_lettered: bool) -> None:
+        """A record given up on: `reason` is a fixed code (BadEventError's, or handler-error)."""
+        self.record_event("unknown", reason)
+        if dead_lettered:
+            self.dead_lettered.labels(reason).inc()
 
     def set_lag(self, topic: str, partition: int, lag: int) -> None:
         self.kafka_lag.labels(topic, str(partition)).set(lag)

@@ -1,39 +1,46 @@
-"""From one Kafka record to the refreshes it calls for; every skip is counted and logged.
+"""From one Kafka record to the refreshes it calls for; every outcome is counted.
 
 Events are hints: a named table is looked up in the catalog (never pasted into SQL), and
 the refresh itself reloads the table's current snapshot, so lost, duplicated or reordered
 events cost at most a no-op.
+
+A record that cannot be understood raises `BadEventError`, and a failed catalog look-up
+raises what the catalog raised: the consumer decides between dead letter and retry. A hint
+is remembered for deduplication only once it was routed, so a retried record is not taken
+for its own duplicate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Protocol
 
 import structlog
 
 from icemv.errors import BadEventError, InvalidIdentifierError
-from icemv.events.parse import (
-    EventDeduplicator,
-    IgnoredEvent,
-    TableCommitHint,
-    ViewChangeHint,
-    parse_event,
-)
+from icemv.events.dedup import EventDeduplicator
+from icemv.events.hints import EventHint, IgnoredEvent, ViewChangeHint
+from icemv.events.parse import parse_event
 from icemv.identifiers import Identifier
 from icemv.refresh.result import RefreshResult
+from icemv.service.dead_letter import KafkaRecord
 from icemv.service.metrics import Metrics
-from icemv.service.source_index import SourceIndex
 
 log = structlog.get_logger(__name__)
+
+
+class ReadersIndex(Protocol):
+    """Which MVs read a table (`SourceIndex`)."""
+
+    def readers_of(self, table: Identifier) -> frozenset[Identifier]: ...
 
 
 class EventRouter:
     def __init__(
         self,
         catalog_name: str,
-        index: SourceIndex,
+        index: ReadersIndex,
         metrics: Metrics,
         table_exists: Callable[[Identifier], bool],
         request: Callable[[Identifier, str], Future[RefreshResult]],
@@ -47,45 +54,50 @@ class EventRouter:
         self._on_view_change = on_view_change
         self._dedup = EventDeduplicator()
 
-    def handle(self, record: Any) -> Sequence[Future[RefreshResult]]:
-        where = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
-        try:
-            hints = parse_event(record.value, record.headers or (), record.key)
-        except BadEventError as exc:
-            self._metrics.record_event("unknown", exc.reason)
-            log.warning("event_skipped", reason=exc.reason, detail=str(exc)[:200], **where)
-            return []
+    def handle(self, record: KafkaRecord) -> Sequence[Future[RefreshResult]]:
+        """The refreshes `record` asks for; raises `BadEventError` for a record that is bad."""
+        hints = parse_event(record.value, record.headers or (), record.key)
         futures: list[Future[RefreshResult]] = []
         for hint in hints:
-            futures += self._route(hint, where)
+            futures += self._route(hint, record)
         return futures
 
-    def _route(self, hint: Any, where: dict[str, Any]) -> list[Future[RefreshResult]]:
+    def _route(self, hint: EventHint, record: KafkaRecord) -> list[Future[RefreshResult]]:
         if isinstance(hint, IgnoredEvent):
             self._metrics.record_event(hint.format, "ignored")
             return []
-        if self._dedup.seen(hint):
+        if self._dedup.known(hint):
+            self._dedup.remember(hint)  # most recently used
             self._metrics.record_event(hint.format, "duplicate")
             return []
         if isinstance(hint, ViewChangeHint):
             self._on_view_change()
+            self._dedup.remember(hint)
             self._metrics.record_event(hint.format, "view-change")
             return []
-        assert isinstance(hint, TableCommitHint)
         if hint.catalog not in (None, self._catalog_name):
+            self._dedup.remember(hint)
             self._metrics.record_event(hint.format, "other-catalog")
             return []
         try:
             table = Identifier(tuple(hint.namespace), hint.name)
-        except InvalidIdentifierError:
-            self._metrics.record_event(hint.format, "bad-field")
-            return []
+        except InvalidIdentifierError as exc:
+            raise BadEventError("bad-identifier", str(exc)) from None
         readers = self._index.readers_of(table)
         if not readers:
             outcome = "no-dependents" if self._table_exists(table) else "unknown-table"
+            self._dedup.remember(hint)
             self._metrics.record_event(hint.format, outcome)
             if outcome == "unknown-table":
-                log.info("event_unknown_table", table=table.dotted, **where)
+                log.info(
+                    "event_unknown_table",
+                    table=table.dotted,
+                    topic=record.topic,
+                    partition=record.partition,
+                    offset=record.offset,
+                )
             return []
+        futures = [self._request(mv, "event") for mv in sorted(readers)]
+        self._dedup.remember(hint)
         self._metrics.record_event(hint.format, "routed")
-        return [self._request(mv, "event") for mv in sorted(readers)]
+        return futures

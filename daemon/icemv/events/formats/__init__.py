@@ -1,0 +1,1 @@
+"""One module per producer's wire format; each turns a decoded event into hints."""
