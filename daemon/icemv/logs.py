@@ -68,7 +68,7 @@ def bounded(value: object, limit: int = MAX_FIELD_CHARS, depth: int = 0) -> obje
         return kept
     try:
         text = str(value)
-    except Exception:  # a broken __str__ must not lose the log line
+    except Exception:  # noqa: BLE001 (a broken __str__ must not lose the log line)
         text = f"<unprintable {type(value).__name__}>"
     return truncated(text, limit)
 

@@ -288,9 +288,9 @@ def kafka_connected(consumer: Any) -> bool:
     (slower to notice an outage, never wrong about a live one).
     """
     try:
-        coordinator = consumer._coordinator
+        coordinator = consumer._coordinator  # noqa: SLF001 (fenced here, see docstring)
         node_id = coordinator.coordinator_id
-        if node_id is None or not consumer._client.connected(node_id):
+        if node_id is None or not consumer._client.connected(node_id):  # noqa: SLF001
             return False
         if not coordinator.stable():  # joining: no heartbeats yet
             return True
