@@ -33,8 +33,8 @@ from icemv.mv.maintenance import maintain_storage
 from icemv.mv.maintenance.branches import private_branches
 from icemv.mv.maintenance.expiry import reachable_files
 from icemv.mv.model import load_materialized_view
-from icemv.refresh.commit.spark_write import REFRESH_ID_KEY
 from icemv.refresh.policy import refresh_mv
+from icemv.refresh.record import REFRESH_ID_KEY
 from icemv.spec.refresh_state import REFRESH_STATE_KEY
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips

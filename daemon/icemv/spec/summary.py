@@ -25,6 +25,7 @@ __all__ = [
     "ADDED_POSITION_DELETES",
     "ADDED_RECORDS",
     "DELETED_RECORDS",
+    "PRIVATE_BRANCH_PREFIX",
     "TOTAL_RECORDS",
     "RefreshMode",
     "RefreshReason",
@@ -32,6 +33,11 @@ __all__ = [
     "SummaryKey",
     "summary_of",
 ]
+
+# A refresh that writes through Spark commits on a private branch of the storage table
+# named `icemv_<16 hex>`, published to main with one compare-and-swap and then removed;
+# a branch with this prefix that outlives its refresh is a leftover (docs/format.md).
+PRIVATE_BRANCH_PREFIX = "icemv_"
 
 
 class SummaryKey(StrEnum):

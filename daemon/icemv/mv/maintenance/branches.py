@@ -30,9 +30,9 @@ from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
-log = structlog.get_logger(__name__)
+from icemv.spec.summary import PRIVATE_BRANCH_PREFIX
 
-PRIVATE_BRANCH_PREFIX = "icemv_"
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pyiceberg.exceptions import CommitFailedException
 
 from icemv.errors import StorageCommitConflictError
 from icemv.identifiers import Identifier, quote_part
+from icemv.spec.summary import PRIVATE_BRANCH_PREFIX
 
 if TYPE_CHECKING:
     from icemv.catalog.lakehouse import Lakehouse
@@ -37,7 +38,7 @@ def commit_via_branch(
     bookkeeping goes through pyiceberg: a metadata commit there costs far less than a
     Spark SQL statement.
     """
-    branch = f"icemv_{uuid.uuid4().hex[:16]}"
+    branch = f"{PRIVATE_BRANCH_PREFIX}{uuid.uuid4().hex[:16]}"
     with lakehouse.load_table(storage).manage_snapshots() as snapshots:
         snapshots.create_branch(planned_from, branch)
     published = False
