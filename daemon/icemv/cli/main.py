@@ -245,7 +245,7 @@ def cmd_emit(config: Config, args: argparse.Namespace) -> int:
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from icemv.cli.demo import run_demo
 
-    return run_demo(config, args.seconds, args.interval)
+    return run_demo(config, args.seconds, args.interval, args.max_seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -322,6 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seconds", type=float, default=30.0, help="how long to run (0: until Ctrl-C)"
     )
     demo.add_argument("--interval", type=float, default=5.0, help="seconds between commits")
+    demo.add_argument(
+        "--max-seconds",
+        type=float,
+        default=300.0,
+        help="keep writing past --seconds until an incremental refresh shows, up to this",
+    )
     return parser
 
 
