@@ -82,6 +82,17 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
     return conf
 
 
+# Settings that must be on the JVM's launch command line (memory, classpath, master).
+LAUNCH_CONF_PREFIXES = (
+    "spark.master",
+    "spark.app.name",
+    "spark.driver.",
+    "spark.jars",
+    "spark.files",
+    "spark.submit.",
+    "spark.local.dir",
+)
+
 _session: SparkSession | None = None
 # Held while the session is created: scheduler, poller and HTTP threads may all ask first.
 _session_lock = threading.Lock()
@@ -136,9 +147,12 @@ def _launch_jvm(conf: dict[str, str]) -> None:
 
     if SparkContext._gateway is not None:
         return
+    # Only what the JVM needs at launch goes on spark-submit's command line (visible in
+    # `ps`); the rest, catalog credentials included, reaches the context as its conf.
     spark_conf = SparkConf(loadDefaults=False)
     for key, value in conf.items():
-        spark_conf.set(key, value)
+        if key.startswith(LAUNCH_CONF_PREFIXES):
+            spark_conf.set(key, value)
     gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway)
 
