@@ -79,3 +79,24 @@ def test_masked_dump_hides_every_secret() -> None:
     for secret in ("s3cret", "k4fka", "hunter2"):
         assert secret not in text
     assert "******" in text
+
+
+def test_map_entries_from_the_environment_stay_strings() -> None:
+    env = {
+        "ICEMV_SPARK__CONF__spark.sql.shuffle.partitions": "8",
+        "ICEMV_CATALOG__PROPERTIES__pool_size": "5",
+        "ICEMV_WAREHOUSE__PROPERTIES__s3.path-style-access": "true",
+        "ICEMV_SPARK__SHUFFLE_PARTITIONS": "3",  # a typed field still parses
+    }
+    config = load_config(None, env)
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "8"}
+    assert config.catalog.properties == {"pool_size": "5"}
+    assert str(config.warehouse.properties["s3.path-style-access"]) in ("true", "**********")
+    assert config.spark.shuffle_partitions == 3
+
+
+def test_non_utf8_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"home: caf\xe9\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path, {})

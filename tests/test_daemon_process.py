@@ -62,7 +62,9 @@ class LogLines:
 def run_process(tmp_path: Path) -> Iterator[Any]:
     processes: list[subprocess.Popen[str]] = []
 
-    def start(config: dict[str, Any]) -> tuple[subprocess.Popen[str], LogLines, int]:
+    def start(
+        config: dict[str, Any], own_group: bool = False
+    ) -> tuple[subprocess.Popen[str], LogLines, int]:
         port = free_port()
         config = {**config, "metrics": {"host": "127.0.0.1", "port": port}}
         path = tmp_path / f"icemv-{uuid.uuid4().hex[:6]}.yaml"
@@ -74,6 +76,8 @@ def run_process(tmp_path: Path) -> Iterator[Any]:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "ICEMV_LOGGING__FORMAT": "json", "ICEMV_LOGGING__LEVEL": "DEBUG"},
+            # As a shell job or a container's PID 1: a group that a signal can address whole.
+            start_new_session=own_group,
         )
         processes.append(process)
         logs = LogLines(process.stderr)  # type: ignore[arg-type]
@@ -130,6 +134,47 @@ def test_sigterm_during_a_refresh_exits_zero_without_partial_commit(
     assert len(history) == len(storage.snapshots())
     assert set(storage.metadata.refs) == {"main"}
     assert_matches_oracle(lakehouse, mv)
+
+
+# Each source row makes Spark sleep this long in a refresh: a deterministically slow one.
+PAUSE_MS = 3000
+SLOW_SQL = (
+    "SELECT vendor, count(*) AS n FROM trips "
+    f"WHERE reflect('java.lang.Thread', 'sleep', CAST({PAUSE_MS} AS BIGINT)) IS NULL "
+    "GROUP BY vendor"
+)
+
+
+def test_sigterm_to_the_process_group_mid_refresh_exits_zero(
+    lakehouse: Lakehouse, namespace: str, test_config: Config, run_process: Any
+) -> None:
+    """Kubernetes and shells signal the whole group; the Spark JVM must not die first."""
+    create_trips(lakehouse, namespace, rows=[(1, "v1", 1.0, None)])
+    mv = Identifier((namespace,), "slow")
+    created = create_mv(lakehouse, mv, SLOW_SQL, properties={"icemv.refresh-policy": "full"})
+    config = base_config(test_config)
+    config["polling"] = {"interval_seconds": 1}
+    config["refresh"] = {"coalesce_seconds": 0, "shutdown_grace_seconds": 120}
+    process, logs, _ = run_process(config, own_group=True)
+    wait_for(lambda: is_fresh(lakehouse, mv), 120, "first refresh")
+
+    append_trips(lakehouse, namespace, [(2, "v2", 2.0, None)])
+    wait_for(
+        lambda: logs.seen("refresh_started", mv=mv.dotted, reason="poll"), 30, "a refresh to start"
+    )
+    os.killpg(process.pid, signal.SIGTERM)
+    assert process.wait(180) == 0, logs.raw[-10:]
+    events = [line.get("event") for line in logs.lines]
+    stopping = events.index("daemon_stopping")
+    # The refresh was in flight at the signal, and it finished during the grace.
+    assert "refresh" in events[stopping:], events[stopping:]
+    assert not any(line.get("event") == "refresh_failed" for line in logs.lines)
+    assert "daemon_stopped" in events[stopping:]
+
+    storage = lakehouse.load_table(created.storage)
+    assert len(refresh_history(storage)) == len(storage.snapshots())
+    assert set(storage.metadata.refs) == {"main"}
+    assert is_fresh(lakehouse, mv)
 
 
 def test_two_replicas_share_the_group_and_apply_each_change_once(

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
+import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
 
+from icemv.service import http as http_module
 from icemv.service.http import HttpServer, RefreshRequestOutcome
 from icemv.service.metrics import Metrics
 
@@ -212,3 +217,103 @@ def test_start_stop_lifecycle() -> None:
     http.stop()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
+# ---- hostile and careless clients (issue 12, item 6) ---------------------------------
+
+
+def _read_all(conn: socket.socket) -> bytes:
+    return b"".join(iter(lambda: conn.recv(4096), b""))
+
+
+def test_head_on_probes_is_the_get_status_without_body(server: Running) -> None:
+    for path in ("/healthz", "/readyz", "/metrics"):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+            conn.sendall(f"HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            response = _read_all(conn)
+        head, _, body = response.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.0 200"), (path, head)
+        assert b"Content-Length: " in head
+        assert body == b""
+    server.fakes.alive = False
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(b"HEAD /healthz HTTP/1.1\r\n\r\n")
+        assert _read_all(conn).startswith(b"HTTP/1.0 503")
+
+
+def test_trickling_client_is_cut_off_at_the_request_deadline(
+    server: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_module, "REQUEST_DEADLINE_SECONDS", 1.0)
+    request = b"POST /mvs/analytics.daily/refresh HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 50
+    started = time.monotonic()
+    closed_after: float | None = None
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        for byte in request:  # one byte every 0.05 s: each read is quick, the whole is not
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:
+                closed_after = time.monotonic() - started
+                break
+            readable, _, _ = select.select([conn], [], [], 0.05)
+            if readable and conn.recv(4096) == b"":
+                closed_after = time.monotonic() - started
+                break
+    assert closed_after is not None, "the server kept a trickling connection open"
+    assert 0.9 < closed_after < 5.0
+    assert server.fakes.requested == []
+    assert server.call("/healthz")[0] == 200
+
+
+def test_big_body_gets_413_unread(server: Running) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(
+            b"POST /mvs/analytics.daily/refresh HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: 20000000\r\n\r\n" + b"x" * 65536
+        )
+        response = _read_all(conn)
+    assert response.startswith(b"HTTP/1.0 413"), response[:80]
+    assert server.fakes.requested == []
+
+
+def test_small_body_is_read_and_the_request_runs(server: Running) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+        conn.sendall(
+            b"POST /mvs/analytics.daily/refresh HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        )
+        assert _read_all(conn).startswith(b"HTTP/1.0 202")
+    assert server.fakes.requested == ["analytics.daily"]
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"POST /mvs/analytics.daily/refresh HTTP/1.1\r\nHost: x\r\n",  # headers cut short
+        b"POST /mvs/analytics.daily/refresh HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc",  # body
+    ],
+)
+def test_half_sent_request_of_a_gone_client_is_not_executed(
+    server: Running, partial: bytes
+) -> None:
+    with structlog.testing.capture_logs() as logs:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
+            conn.sendall(partial)
+            conn.shutdown(socket.SHUT_WR)
+            _read_all(conn)
+        assert server.call("/healthz")[0] == 200  # the server has finished with the first
+    assert server.fakes.requested == []
+    assert not [entry for entry in logs if entry["log_level"] in ("error", "warning")]
+    assert not [entry for entry in logs if "exc_info" in entry]
+
+
+def test_client_hanging_up_before_the_answer_is_debug_noise(server: Running) -> None:
+    """RST on close: writing the answer fails; logged at debug, without a traceback."""
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(5):
+            conn = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            conn.close()
+        assert server.call("/healthz")[0] == 200
+    assert not [entry for entry in logs if entry["log_level"] in ("error", "warning")]
+    assert not [entry for entry in logs if "exc_info" in entry]

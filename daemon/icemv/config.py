@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 import yaml
@@ -196,9 +196,13 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     raw: dict[str, Any] = {}
     if path is not None:
         try:
-            loaded = yaml.safe_load(Path(path).read_text())
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {path} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+            ) from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
         if loaded is None:
@@ -232,16 +236,35 @@ def _apply_env_overrides(raw: dict[str, Any], env: Mapping[str, str]) -> None:
             continue
         path = name[len(ENV_PREFIX) :].split(ENV_SEPARATOR)
         node = raw
+        # A map of strings (spark.conf, catalog.properties) takes the value as written:
+        # `8` is the string "8" there, not a number.
+        as_text = _is_string_map_entry([part.lower() for part in path[:2]])
         for depth, part in enumerate(path):
             # Section and field names are lower case; map keys (spark conf) keep their case.
             key = part.lower() if depth < 2 else part
             if depth == len(path) - 1:
-                node[key] = _scalar(value)
+                node[key] = value if as_text and depth >= 2 else _scalar(value)
             else:
                 child = node.setdefault(key, {})
                 if not isinstance(child, dict):
                     raise ConfigError(f"environment variable {name}: {key} is not a section")
                 node = child
+
+
+def _is_string_map_entry(section_and_field: list[str]) -> bool:
+    """Whether `section.field` is a mapping whose values are text (e.g. `spark.conf`)."""
+    if len(section_and_field) < 2:
+        return False
+    section = Config.model_fields.get(section_and_field[0])
+    model = section.annotation if section is not None else None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return False
+    field = model.model_fields.get(section_and_field[1])
+    if field is None or get_origin(field.annotation) is not dict:
+        return False
+    return any(arg is str for arg in get_args(get_args(field.annotation)[1]) or ()) or (
+        get_args(field.annotation)[1] is str
+    )
 
 
 def _scalar(value: str) -> Any:

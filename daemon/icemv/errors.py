@@ -81,6 +81,10 @@ class MaterializedViewExistsError(IcemvError, ValueError):
     """An MV of that name exists already."""
 
 
+class MaterializedViewPropertyError(IcemvError, ValueError):
+    """An `icemv.*` view property whose value icemv cannot use."""
+
+
 # --- engines and servers
 
 

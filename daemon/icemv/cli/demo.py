@@ -14,7 +14,7 @@ from icemv.catalog.lakehouse import Lakehouse
 from icemv.cli.demo_data import PICKUP_AGG, PICKUP_AGG_SQL, append_taxis, ensure_taxis
 from icemv.config import Config
 from icemv.mv.freshness import assess_freshness
-from icemv.mv.history import latest_refresh
+from icemv.mv.history import latest_refresh, refresh_history
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.mv.report import mv_report, render_report
@@ -23,7 +23,35 @@ from icemv.service.daemon import Daemon
 BATCH_ROWS = 200
 
 
-def run_demo(config: Config, seconds: float, interval: float) -> int:
+# After the writer stops, the MV gets this long to catch up before the summary.
+FRESH_WAIT_SECONDS = 120.0
+
+
+def _keep_writing(elapsed: float, seconds: float, max_seconds: float, shown: bool) -> bool:
+    """Write for `seconds`, then on until an incremental refresh was shown, up to the cap.
+
+    A slow machine's first full refresh can take longer than the whole planned run; the
+    demo's point is the incremental one, so it waits for it (bounded). 0 seconds: forever.
+    """
+    if seconds <= 0:
+        return True
+    if elapsed < seconds:
+        return True
+    return not shown and elapsed < max(max_seconds, seconds)
+
+
+def _incremental_refreshes(lakehouse: Lakehouse) -> int:
+    mv = load_materialized_view(lakehouse, PICKUP_AGG)
+    storage = lakehouse.load_table(mv.storage)
+    return sum(1 for record in refresh_history(storage) if record.mode == "incremental")
+
+
+def _is_fresh(lakehouse: Lakehouse) -> bool:
+    mv = load_materialized_view(lakehouse, PICKUP_AGG)
+    return assess_freshness(lakehouse, mv).state == "fresh"
+
+
+def run_demo(config: Config, seconds: float, interval: float, max_seconds: float = 300.0) -> int:
     lakehouse = Lakehouse(config)
     taxis = ensure_taxis(lakehouse)
     batch = len(taxis.snapshots())
@@ -51,15 +79,33 @@ def run_demo(config: Config, seconds: float, interval: float) -> int:
         daemon.stop()
         return 1
     print(f"daemon running; metrics at http://{config.metrics.host}:{daemon.http_port}/metrics")
-    print(f"committing {BATCH_ROWS} rows to nyc.taxis every {interval:g} s for {seconds:g} s\n")
-    deadline = time.monotonic() + seconds if seconds > 0 else float("inf")
+    print(
+        f"committing {BATCH_ROWS} rows to nyc.taxis every {interval:g} s for {seconds:g} s "
+        f"(longer, up to {max_seconds:g} s, until an incremental refresh has happened)\n"
+    )
+    started = time.monotonic()
+    incremental_before = _incremental_refreshes(lakehouse)
     try:
-        while time.monotonic() < deadline and thread.is_alive():
+        while thread.is_alive() and _keep_writing(
+            time.monotonic() - started,
+            seconds,
+            max_seconds,
+            _incremental_refreshes(lakehouse) > incremental_before,
+        ):
             batch += 1
             append_taxis(lakehouse, rows=BATCH_ROWS, seed=batch)
             print(f"commit #{batch - 1} to nyc.taxis  ->  {_state_line(lakehouse)}")
             daemon.stopping.wait(interval)
             print(f"{'':27}{_state_line(lakehouse)}")
+        if _incremental_refreshes(lakehouse) == incremental_before:
+            print(f"\nno incremental refresh within {max_seconds:g} s (a slow machine?)")
+        print(f"\nwriter stopped; waiting up to {FRESH_WAIT_SECONDS:g} s for the MV to be fresh")
+        fresh_by = time.monotonic() + FRESH_WAIT_SECONDS
+        while thread.is_alive() and time.monotonic() < fresh_by:
+            if _is_fresh(lakehouse):
+                break
+            daemon.stopping.wait(min(interval, 2.0))
+        print(f"{'':27}{_state_line(lakehouse)}")
     except KeyboardInterrupt:
         pass
     finally:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import re
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,10 +21,47 @@ from icemv.logs import configure_logging
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors whose message is the whole story for a user: printed as one line."""
+    """Errors whose message is the whole story for a user: printed as one line, exit 2."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     return (IcemvError, NoSuchTableError, NoSuchNamespaceError)
+
+
+def _runtime_message(exc: BaseException) -> str:
+    """One line for a failure of something icemv depends on (catalog database, broker).
+
+    Such messages come from drivers and may be long or quote connection strings: the
+    first meaningful line is kept and any URL password masked.
+    """
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    if isinstance(exc, DBAPIError) and exc.orig is not None:
+        return f"catalog database unavailable: {_one_line(str(exc.orig))}"
+    if isinstance(exc, SQLAlchemyError):
+        return f"catalog database unavailable: {_one_line(str(exc))}"
+    import kafka.errors
+
+    # kafka-python 2.x says "no brokers" with NoBrokersAvailable, 3.x with a bootstrap timeout.
+    no_brokers = getattr(kafka.errors, "NoBrokersAvailable", kafka.errors.KafkaTimeoutError)
+    if isinstance(exc, no_brokers) and (
+        not isinstance(exc, kafka.errors.KafkaTimeoutError) or "bootstrap" in str(exc)
+    ):
+        return "Kafka broker unreachable (kafka.bootstrap_servers): no broker answered"
+    if isinstance(exc, kafka.errors.KafkaError):
+        return f"Kafka: {_one_line(str(exc))}"
+    return f"{type(exc).__name__}: {_one_line(str(exc))}"
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    kept = [line for line in lines if not line.startswith("(Background on")]
+    joined = "".join(line + (" " if line.endswith(":") else "; ") for line in kept[:-1]) + (
+        kept[-1] if kept else ""
+    )
+    return _URL_PASSWORD.sub(r"\1******@", joined) or "(no message)"
+
+
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")
 
 
 def _properties(pairs: Sequence[str]) -> dict[str, str]:
@@ -177,6 +217,8 @@ def cmd_emit(config: Config, args: argparse.Namespace) -> int:
 
     if not config.kafka.enabled:
         raise ConfigError("icemv emit needs kafka.bootstrap_servers")
+    if not args.debug:  # each failed connection attempt would be a log line; the error says it
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     lakehouse = Lakehouse(config)
     identifier = lakehouse.identifier(args.table)
     table = lakehouse.load_table(identifier)
@@ -194,7 +236,7 @@ def cmd_emit(config: Config, args: argparse.Namespace) -> int:
         timestamp_ms=snapshot.timestamp_ms if snapshot else None,
         metadata_location=table.metadata_location,
     )
-    publish_commit_event(config.kafka, topic, event)
+    publish_commit_event(config.kafka, topic, event, timeout_seconds=args.timeout)
     print(f"published a commit event for {identifier} to {topic}")
     return 0
 
@@ -202,7 +244,7 @@ def cmd_emit(config: Config, args: argparse.Namespace) -> int:
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from icemv.cli.demo import run_demo
 
-    return run_demo(config, args.seconds, args.interval)
+    return run_demo(config, args.seconds, args.interval, args.max_seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -210,10 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", "-c", default=os.environ.get("ICEMV_CONFIG"), help="YAML config file"
     )
+    parser.add_argument("--debug", action="store_true", help="print the full traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
     # `icemv run --config F` and `icemv --config F run` both work.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", "-c", default=argparse.SUPPRESS, help="YAML config file")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
 
     def add(
         group: Any, name: str, handler: Callable[[Config, argparse.Namespace], int], help: str
@@ -267,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emit.add_argument("table")
     emit.add_argument("--topic", help="default: the first of kafka.topics")
+    emit.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for the broker's ack"
+    )
     demo = add(
         commands, "demo", cmd_demo, "demo lakehouse: the daemon keeps an MV fresh as rows arrive"
     )
@@ -274,21 +321,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--seconds", type=float, default=30.0, help="how long to run (0: until Ctrl-C)"
     )
     demo.add_argument("--interval", type=float, default=5.0, help="seconds between commits")
+    demo.add_argument(
+        "--max-seconds",
+        type=float,
+        default=300.0,
+        help="keep writing past --seconds until an incremental refresh shows, up to this",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 on success, 2 for a usage or definition error, 1 for a runtime failure.
+
+    Every error is one line on stderr; `--debug` adds the traceback.
+    """
     args = build_parser().parse_args(argv)
+    args.debug = bool(getattr(args, "debug", False))
     try:
         config = load_config(args.config)
         configure_logging(config.logging)
         result: int = args.handler(config, args)
         return result
-    except _user_errors() as exc:
-        print(f"icemv: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 (the CLI's last word: one line, exit 1 or 2)
+        user_error = isinstance(exc, _user_errors())
+        if args.debug:
+            traceback.print_exc()
+        message = _one_line(str(exc)) if user_error else _runtime_message(exc)
+        print(f"icemv: error: {message}", file=sys.stderr)
+        return 2 if user_error else 1
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import glob
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import structlog
 
 from icemv.catalog.jdbc import CatalogEndpoint
 from icemv.config import Config
@@ -16,6 +19,8 @@ from icemv.errors import SparkSetupError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = structlog.get_logger(__name__)
 
 ICEBERG_RUNTIME_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
 
@@ -77,13 +82,40 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
     return conf
 
 
+# Settings that must be on the JVM's launch command line (memory, classpath, master).
+LAUNCH_CONF_PREFIXES = (
+    "spark.master",
+    "spark.app.name",
+    "spark.driver.",
+    "spark.jars",
+    "spark.files",
+    "spark.submit.",
+    "spark.local.dir",
+)
+
 _session: SparkSession | None = None
+# Held while the session is created: scheduler, poller and HTTP threads may all ask first.
+_session_lock = threading.Lock()
 
 
 def spark_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
+    """The process's session, created once, completely, before any caller gets it.
+
+    "Completely" means the configured Iceberg catalog plugin is loaded too: until then a
+    concurrent `spark.read.format("iceberg").load("lake.ns.t")` on another thread may fail
+    to resolve `lake` and fall back to Iceberg's `default_iceberg` catalog (issue 12 #5).
+    """
     global _session
-    if _session is not None:
+    session = _session
+    if session is not None:
+        return session
+    with _session_lock:
+        if _session is None:
+            _session = _create_session(config, endpoint)
         return _session
+
+
+def _create_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
     from pyspark.sql import SparkSession
 
     conf = spark_conf(config, endpoint)
@@ -93,11 +125,57 @@ def spark_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
     else:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         _check_driver_jars(config)
+        _launch_jvm(conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    _session = builder.getOrCreate()
-    _session.sparkContext.setLogLevel("ERROR") if config.spark.remote is None else None
-    return _session
+    session = builder.getOrCreate()
+    if config.spark.remote is None:
+        session.sparkContext.setLogLevel("ERROR")
+        _load_catalog(session, config.catalog.name)
+    return session
+
+
+def _launch_jvm(conf: dict[str, str]) -> None:
+    """Start the driver JVM in a session of its own, before PySpark would start it.
+
+    A SIGTERM (or Ctrl-C) to the daemon's process group, as Kubernetes and shells send
+    it, then reaches only the daemon, which stops gracefully and stops Spark itself; the
+    JVM still dies with its parent, as PySpark's gateway exits when its stdin closes.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    # Only what the JVM needs at launch goes on spark-submit's command line (visible in
+    # `ps`); the rest, catalog credentials included, reaches the context as its conf.
+    spark_conf = SparkConf(loadDefaults=False)
+    for key, value in conf.items():
+        if key.startswith(LAUNCH_CONF_PREFIXES):
+            spark_conf.set(key, value)
+    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _load_catalog(session: SparkSession, catalog: str) -> None:
+    """Load the catalog plugin now; Spark caches it, so later lookups cannot race or fail."""
+    jsession: Any = session._jsparkSession
+    try:
+        jsession.sessionState().catalogManager().catalog(catalog)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkSetupError(f"Spark cannot load catalog {catalog!r}: {first}") from None
+
+
+def activate(session: SparkSession) -> None:
+    """Make `session` the active one of the calling thread's JVM thread.
+
+    Iceberg's source resolves names through `SparkSession.active()`, a JVM thread-local
+    that threads started by the scheduler do not inherit.
+    """
+    jsession: Any = session._jsparkSession
+    jvm: Any = session.sparkContext._jvm
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
 
 
 def session_ready(remote: bool) -> bool:
@@ -114,10 +192,16 @@ def session_ready(remote: bool) -> bool:
 
 
 def stop_spark() -> None:
+    """Stop the session; a JVM that is gone already (killed, crashed) is not an error here."""
     global _session
-    if _session is not None:
-        _session.stop()
-        _session = None
+    with _session_lock:
+        session, _session = _session, None
+    if session is None:
+        return
+    try:
+        session.stop()
+    except Exception as exc:  # py4j errors of a dead gateway
+        log.warning("spark_stop_failed", error=type(exc).__name__)
 
 
 def _check_driver_jars(config: Config) -> None:

@@ -15,21 +15,27 @@ from typing import Any, Literal
 
 import pyarrow as pa
 import structlog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import NamespaceNotEmptyError, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
 from icemv.catalog.jdbc import ensure_namespace
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import MaterializedViewSpec
-from icemv.errors import MaterializedViewExistsError, ViewAlreadyExistsError, ViewSqlError
+from icemv.errors import (
+    InvalidIdentifierError,
+    MaterializedViewExistsError,
+    ViewAlreadyExistsError,
+    ViewSqlError,
+)
 from icemv.identifiers import Identifier
 from icemv.mv.model import (
     MaterializedView,
     list_materialized_views,
     load_materialized_view,
+    validate_properties,
 )
 from icemv.refresh.resolver import CatalogReads
-from icemv.spec.partitioning import parse_partition_field
+from icemv.spec.partitioning import PartitionField, check_source_type, parse_partition_field
 from icemv.spec.view_metadata import new_view_metadata
 from icemv.sql.parse import duplicate_names, parse_query, unnamed_output_columns
 from icemv.sql.pinning import pin_sources
@@ -54,6 +60,7 @@ class ValidatedQuery:
 
 def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -> ValidatedQuery:
     """Parse, resolve every source, and derive the output schema (Spark analysis, no execution)."""
+    _check_query_start(sql)
     query = parse_query(sql)
     unnamed = unnamed_output_columns(query)
     if unnamed:
@@ -82,6 +89,25 @@ def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -
     return ValidatedQuery(sql=sql, arrow_schema=arrow)
 
 
+_QUERY_STARTS = {"SELECT", "WITH", "VALUES", "FROM", "L_PAREN", "TABLE"}
+
+
+def _check_query_start(sql: str) -> None:
+    """A typo in the first keyword (`SELEC x`) parses as some other expression; name it."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.errors import TokenError
+
+    try:
+        tokens = Dialect.get_or_raise("spark").tokenize(sql)
+    except TokenError:
+        return  # the parser reports it with its position
+    if tokens and tokens[0].token_type.name not in _QUERY_STARTS:
+        raise ViewSqlError(
+            f"a view must be a query starting with SELECT, WITH, VALUES or FROM; "
+            f"this one starts with {tokens[0].text!r}"
+        )
+
+
 def create_mv(
     lakehouse: Lakehouse,
     identifier: Identifier,
@@ -89,31 +115,89 @@ def create_mv(
     properties: Mapping[str, str] | None = None,
     partition_by: Sequence[str] = (),
 ) -> MaterializedView:
+    """Validates everything first, then writes; a failure after the first write undoes it.
+
+    So a refused or failed create leaves no namespace, storage table or view behind.
+    """
+    if len(identifier.namespace) != 1:
+        raise InvalidIdentifierError(
+            f"{identifier}: nested namespaces are not supported; "
+            "name a materialized view namespace.name"
+        )
+    validate_properties(properties or {})
+    partition_fields = [parse_partition_field(text) for text in partition_by]
     if lakehouse.views.exists(identifier) or lakehouse.table_exists(identifier):
         raise MaterializedViewExistsError(f"{identifier} already exists")
     storage_id = identifier.storage_default()
     if lakehouse.table_exists(storage_id) or lakehouse.views.exists(storage_id):
         raise MaterializedViewExistsError(f"storage table name {storage_id} is taken")
     validated = validate_query(lakehouse, sql, identifier.namespace)
-    partition_fields = [parse_partition_field(text) for text in partition_by]
-    ensure_namespace(lakehouse.catalog, identifier.namespace)
-    storage = _create_storage_table(lakehouse, storage_id, validated.arrow_schema, partition_fields)
-    metadata = new_view_metadata(
-        location=f"{lakehouse.config.warehouse_uri}/{identifier.namespace_str}/{identifier.name}",
-        sql=sql,
-        schema=_schema_json(storage),
-        storage_table=storage_id,
-        default_namespace=identifier.namespace,
-        default_catalog=lakehouse.catalog_name,
-        properties=dict(properties or {}),
-    )
+    _check_partitioning(validated.arrow_schema, partition_fields)
+    new_namespace = not _namespace_exists(lakehouse, identifier.namespace)
+    storage: Table | None = None
     try:
-        view = lakehouse.views.create(identifier, metadata)
-    except ViewAlreadyExistsError:
-        lakehouse.catalog.purge_table(storage_id.as_tuple())
-        raise MaterializedViewExistsError(f"{identifier} already exists") from None
+        ensure_namespace(lakehouse.catalog, identifier.namespace)
+        storage = _create_storage_table(
+            lakehouse, storage_id, validated.arrow_schema, partition_fields
+        )
+        metadata = new_view_metadata(
+            location=f"{lakehouse.config.warehouse_uri}/{identifier.namespace_str}/{identifier.name}",
+            sql=sql,
+            schema=_schema_json(storage),
+            storage_table=storage_id,
+            default_namespace=identifier.namespace,
+            default_catalog=lakehouse.catalog_name,
+            properties=dict(properties or {}),
+        )
+        try:
+            view = lakehouse.views.create(identifier, metadata)
+        except ViewAlreadyExistsError:
+            raise MaterializedViewExistsError(f"{identifier} already exists") from None
+    except BaseException:
+        _undo_create(
+            lakehouse, storage_id if storage is not None else None, identifier, new_namespace
+        )
+        raise
     log.info("mv_created", mv=str(identifier), storage=str(storage_id))
     return MaterializedView(view)
+
+
+def _namespace_exists(lakehouse: Lakehouse, namespace: tuple[str, ...]) -> bool:
+    try:
+        lakehouse.catalog.load_namespace_properties(namespace)
+    except NoSuchNamespaceError:
+        return False
+    return True
+
+
+def _undo_create(
+    lakehouse: Lakehouse,
+    storage_id: Identifier | None,
+    identifier: Identifier,
+    drop_namespace: bool,
+) -> None:
+    """Best effort: the original error is what the caller must see."""
+    try:
+        if storage_id is not None:
+            with contextlib.suppress(NoSuchTableError):
+                lakehouse.catalog.purge_table(storage_id.as_tuple())
+        if drop_namespace:
+            with contextlib.suppress(NoSuchNamespaceError, NamespaceNotEmptyError):
+                lakehouse.catalog.drop_namespace(identifier.namespace)
+    except Exception as exc:
+        log.warning("mv_create_undo_failed", mv=str(identifier), error=type(exc).__name__)
+
+
+def _check_partitioning(schema: pa.Schema, fields: Sequence[PartitionField]) -> None:
+    """Each partition column is an output column of a type its transform supports."""
+    from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
+
+    iceberg = _pyarrow_to_schema_without_ids(schema)
+    types = {field.name: field.field_type for field in iceberg.fields}
+    for field in fields:
+        if field.source_column not in types:
+            raise ViewSqlError(f"partition column {field.source_column!r} is not an output column")
+        check_source_type(field, types[field.source_column])
 
 
 def replace_mv(
@@ -123,6 +207,7 @@ def replace_mv(
     properties: Mapping[str, str] | None = None,
 ) -> MaterializedView:
     """A new view version; the MV is invalid until refreshed."""
+    validate_properties(properties or {})
     mv = load_materialized_view(lakehouse, identifier)
     validated = validate_query(lakehouse, sql, identifier.namespace)
     storage = lakehouse.load_table(mv.storage)

@@ -2,17 +2,58 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from icemv.catalog.jdbc_views import LoadedView
 from icemv.catalog.lakehouse import Lakehouse
-from icemv.errors import NoSuchViewError, NotAMaterializedViewError
+from icemv.errors import (
+    DurationError,
+    MaterializedViewPropertyError,
+    NoSuchViewError,
+    NotAMaterializedViewError,
+)
 from icemv.identifiers import Identifier
+from icemv.spec.durations import parse_duration
 from icemv.spec.view_metadata import ViewVersion
 
 # View properties that steer icemv.
 REFRESH_POLICY_PROPERTY = "icemv.refresh-policy"
 MAX_STALENESS_PROPERTY = "icemv.max-staleness"
+# Read by the daemon's poller (service/poller.py names them too).
+REFRESH_INTERVAL_PROPERTY = "icemv.refresh-interval"
+REFRESH_CRON_PROPERTY = "icemv.refresh-cron"
+# Must match refresh/policy.py POLICIES, which enforces them at refresh time.
+REFRESH_POLICIES = ("auto", "incremental", "incremental-strict", "full")
+
+
+def validate_properties(properties: Mapping[str, str]) -> None:
+    """Refuses property values that would fail (or be ignored) at every refresh later.
+
+    Checked when a definition is created or replaced, so the mistake surfaces where it
+    was made instead of as a warning in the daemon's log.
+    """
+    for key in (MAX_STALENESS_PROPERTY, REFRESH_INTERVAL_PROPERTY):
+        if key in properties:
+            try:
+                parse_duration(properties[key])
+            except DurationError as exc:
+                raise MaterializedViewPropertyError(f"{key}: {exc}") from None
+    policy = properties.get(REFRESH_POLICY_PROPERTY)
+    if policy is not None and policy not in REFRESH_POLICIES:
+        raise MaterializedViewPropertyError(
+            f"{REFRESH_POLICY_PROPERTY}={policy!r} is not one of {', '.join(REFRESH_POLICIES)}"
+        )
+    cron = properties.get(REFRESH_CRON_PROPERTY)
+    if cron is not None:
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            CronTrigger.from_crontab(cron)
+        except ValueError as exc:
+            raise MaterializedViewPropertyError(
+                f"{REFRESH_CRON_PROPERTY}={cron!r} is not a crontab expression: {exc}"
+            ) from None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -19,7 +20,7 @@ import structlog
 
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config, load_config
-from icemv.engine.spark import session_ready
+from icemv.engine.spark import activate, session_ready
 from icemv.errors import ConfigError, InvalidIdentifierError
 from icemv.identifiers import Identifier
 from icemv.mv.history import commit_to_fresh_seconds, latest_refresh
@@ -152,6 +153,9 @@ class Daemon:
         return self.scheduler.request(mv, reason)
 
     def _refresh(self, mv: Identifier) -> RefreshResult:
+        if self.config.spark.remote is None:
+            # Scheduler threads have no JVM-side active session of their own.
+            activate(self.lakehouse.spark)
         return refresh_mv(self.lakehouse, mv)
 
     def _on_result(self, result: RefreshResult) -> None:
@@ -290,8 +294,15 @@ def run_daemon(config: Config, config_path: str | None) -> int:
         raise ConfigError(f"config file {config_path} does not exist")
     daemon = Daemon(config, config_path)
     code = daemon.run()
-    if daemon.refreshes_finished:  # else a refresh still runs: exit without waiting for it
-        from icemv.engine.spark import stop_spark
+    if not daemon.refreshes_finished:
+        # A refresh outlived the grace: abandon it. Its commit is one atomic catalog swap
+        # that has not happened; leaving now (without waiting for the refresh worker
+        # thread, as interpreter exit would) lets the JVM die with us, so it never will.
+        log.warning("refresh_abandoned_at_shutdown")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    from icemv.engine.spark import stop_spark
 
-        stop_spark()
+    stop_spark()
     return code

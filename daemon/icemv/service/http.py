@@ -3,6 +3,12 @@
 stdlib `ThreadingHTTPServer` in a daemon thread: four routes do not justify a web framework,
 and a slow scrape or probe must not wait behind another. Every handler turns its own
 exceptions into a 5xx so a bad request or a failing callback never takes the server down.
+
+The socket timeout only bounds each read, so a client trickling one byte at a time would
+hold a thread forever: a per-request deadline shuts the connection down once the request
+has not been read in full within `REQUEST_DEADLINE_SECONDS`. A request whose client hung
+up before it was answered is not executed (a refresh nobody waits for may still be
+wanted, but a half-sent one is not a request), and such hang-ups are debug-level noise.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import select
 import socket
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -26,6 +34,12 @@ from icemv.service.metrics import Metrics
 log = structlog.get_logger(__name__)
 
 MAX_NAME_LENGTH = 512
+# Reading one request (line, headers, body) must finish within this many seconds.
+REQUEST_DEADLINE_SECONDS = 10.0
+# No route takes a body; anything larger than this is refused with 413 unread.
+MAX_BODY_BYTES = 64 * 1024
+# Errors of a client that went away: logged at debug, never with a traceback.
+DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
 
 class RefreshRequestOutcome(enum.Enum):
@@ -95,11 +109,16 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Instead of a traceback on stderr: such errors are clients hanging up or garbage.
-        log.debug("http_connection_error", client=client_address[0], exc_info=True)
+        log.debug("http_connection_error", client=client_address[0], error=_error_name())
+
+
+def _error_name() -> str:
+    exc = sys.exc_info()[1]
+    return type(exc).__name__ if exc is not None else "unknown"
 
 
 class _Handler(BaseHTTPRequestHandler):
-    # A client that stalls mid-request releases its thread after this many seconds.
+    # Bounds each read; the whole request is bounded by REQUEST_DEADLINE_SECONDS.
     timeout = 10
     server_version = "icemv"
 
@@ -107,10 +126,44 @@ class _Handler(BaseHTTPRequestHandler):
     def app(self) -> HttpServer:
         return cast(_Server, self.server).app
 
+    def setup(self) -> None:
+        super().setup()
+        self._read_done = threading.Event()
+        self._deadline_timer = threading.Timer(REQUEST_DEADLINE_SECONDS, self._request_expired)
+        self._deadline_timer.daemon = True
+        self._deadline_timer.start()
+
+    def finish(self) -> None:
+        self._deadline_timer.cancel()
+        with contextlib.suppress(*DISCONNECTS, OSError):
+            super().finish()
+
+    def _request_expired(self) -> None:
+        """Runs on the timer thread: a request still unread is cut off (its reads see EOF)."""
+        if self._read_done.is_set():
+            return
+        log.debug("http_request_deadline", client=self.client_address[0])
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except DISCONNECTS as exc:
+            log.debug("http_client_gone", client=self.client_address[0], error=type(exc).__name__)
+            self.close_connection = True
+
     def do_GET(self) -> None:
+        self._dispatch(self._get_route())
+
+    def do_HEAD(self) -> None:
+        """Probes that send HEAD get the GET status and headers, without a body."""
+        self._dispatch(self._get_route())
+
+    def _get_route(self) -> Callable[[], None] | None:
         path = urlsplit(self.path).path
         routes = {"/metrics": self._metrics, "/healthz": self._healthz, "/readyz": self._readyz}
-        self._dispatch(routes.get(path))
+        return routes.get(path)
 
     def do_POST(self) -> None:
         parts = urlsplit(self.path).path.split("/")
@@ -118,15 +171,69 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch((lambda: self._refresh(parts[2])) if refresh else None)
 
     def _dispatch(self, route: Callable[[], None] | None) -> None:
+        if not self._read_body():
+            return
+        self._read_done.set()
+        if self._client_gone():
+            log.debug("http_client_gone", client=self.client_address[0], method=self.command)
+            self.close_connection = True
+            return
         try:
             if route is None:
                 self._send_json(HTTPStatus.NOT_FOUND, {"error": "not found"})
             else:
                 route()
+        except DISCONNECTS as exc:
+            log.debug("http_client_gone", client=self.client_address[0], error=type(exc).__name__)
+            self.close_connection = True
         except Exception:
             log.exception("http_handler_failed", method=self.command, path=self.path)
             with contextlib.suppress(OSError):  # the client may be gone already
                 self._send_json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "internal error"})
+
+    def _read_body(self) -> bool:
+        """Reads (and discards) a declared body; False when the request must not run."""
+        declared = self.headers.get("Content-Length")
+        if declared is None:
+            return True
+        try:
+            length = int(declared)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._refuse(HTTPStatus.BAD_REQUEST, "invalid Content-Length")
+            return False
+        if length > MAX_BODY_BYTES:
+            self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large")
+            return False
+        remaining = length
+        while remaining > 0:
+            chunk = self.rfile.read(min(remaining, 16384))
+            if not chunk:  # hung up (or cut off by the deadline) mid-body
+                log.debug("http_client_gone", client=self.client_address[0], phase="body")
+                self.close_connection = True
+                return False
+            remaining -= len(chunk)
+        return True
+
+    def _refuse(self, status: HTTPStatus, message: str) -> None:
+        self._read_done.set()
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self._send_json(status, {"error": message})
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its side: a readable socket with nothing to read.
+
+        Covers requests whose header block was cut short (the parser takes EOF as its end).
+        """
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
+        except OSError:
+            return True
 
     def _metrics(self) -> None:
         self._send(HTTPStatus.OK, self.app.metrics.exposition(), CONTENT_TYPE_PLAIN_0_0_4)
@@ -175,8 +282,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         # Replaces stderr printing; only the request line and status, never headers.

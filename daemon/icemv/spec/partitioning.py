@@ -16,6 +16,7 @@ from pyiceberg.transforms import (
     TruncateTransform,
     YearTransform,
 )
+from pyiceberg.types import IcebergType
 
 from icemv.errors import PartitionSpecError
 
@@ -50,6 +51,8 @@ def parse_partition_field(text: str) -> PartitionField:
             return PartitionField(column, _UNARY[name](), f"{column}_{name.rstrip('s')}")
         if name in ("bucket", "truncate") and width is not None:
             n = int(width)
+            if n < 1:
+                raise PartitionSpecError(f"{name} width must be at least 1 in {text!r}")
             transform: Transform[Any, Any] = (
                 BucketTransform(n) if name == "bucket" else TruncateTransform(n)
             )
@@ -60,3 +63,15 @@ def parse_partition_field(text: str) -> PartitionField:
         f"unsupported partition expression {text!r}: use a column, years/months/days/hours(col), "
         "bucket(N, col) or truncate(N, col)"
     )
+
+
+def check_source_type(field: PartitionField, source_type: IcebergType) -> None:
+    """Refuses a transform the column's type does not support (`days` of a string).
+
+    pyiceberg would accept some of these into the spec and every later write would fail.
+    """
+    if not field.transform.can_transform(source_type):
+        raise PartitionSpecError(
+            f"partition transform {field.transform} cannot apply to column "
+            f"{field.source_column!r} of type {source_type}"
+        )
