@@ -262,7 +262,7 @@ class Daemon:
         return True
 
     def _spark_ready(self) -> bool:
-        return session_ready(self.config.spark.remote is not None)
+        return session_ready()
 
     def _http_refresh(self, name: str) -> RefreshRequestOutcome:
         try:
