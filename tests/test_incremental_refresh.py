@@ -90,6 +90,7 @@ def test_each_operation_is_applied_incrementally(
     if storage_writes == "spark":
         lakehouse = spark_writes_only(lakehouse)
     table = create_trips(lakehouse, namespace, rows=ROWS)
+    assert table.location().startswith(lakehouse.config.warehouse_uri + "/")  # local or S3
     with table.transaction() as tx:
         tx.set_properties(
             {
