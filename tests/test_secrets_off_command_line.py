@@ -1,4 +1,4 @@
-"""No secret on any command line: `icemv mv refresh` as a real process, its JVM read from /proc.
+"""No secret on any command line: `icemv refresh` as a real process, its JVM read from /proc.
 
 PySpark passes builder settings to spark-submit as `--conf` arguments, readable by every
 user through `ps`; icemv sets secret catalog and Hadoop properties on the running session.
@@ -103,7 +103,7 @@ def test_no_secret_reaches_a_command_line_or_the_logs(
     }
     icemv = Path(sys.executable).parent / "icemv"
     process = subprocess.Popen(
-        [str(icemv), "mv", "refresh", mv.dotted, "--config", str(path)],
+        [str(icemv), "refresh", mv.dotted, "--config", str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -112,7 +112,7 @@ def test_no_secret_reaches_a_command_line_or_the_logs(
     deadline = time.monotonic() + 600
     while process.poll() is None:  # read every descendant's argv while the refresh runs
         seen.update(command_lines(os.getpid()))
-        assert time.monotonic() < deadline, "icemv mv refresh did not finish"
+        assert time.monotonic() < deadline, "icemv refresh did not finish"
         time.sleep(0.2)
     stdout, stderr = process.communicate()
     output = (stdout + stderr).decode(errors="replace")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -36,14 +35,22 @@ class SparkCluster:
     master_ui: str = ""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, timeout: float = 120.0) -> SparkCluster:
+    def start(self, timeout: float = 300.0) -> SparkCluster:
+        """Start both daemons; a busy 2-core machine needs a minute or more for the pair."""
+        try:
+            self._start(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, deadline: float) -> None:
         port, ui_port = free_port(), free_port()
         self.master_url = f"spark://{HOST}:{port}"
         self.master_ui = f"http://{HOST}:{ui_port}"
         master = ["--host", HOST, "--port", str(port), "--webui-port", str(ui_port)]
         self._spawn("master", "org.apache.spark.deploy.master.Master", master)
-        deadline = time.monotonic() + timeout
-        self._wait(deadline, "master", self._accepts_connections, port)
+        self._wait(deadline, "master", self._master_alive)
         worker = [
             "--host",
             HOST,
@@ -59,7 +66,6 @@ class SparkCluster:
         ]
         self._spawn("worker", "org.apache.spark.deploy.worker.Worker", worker)
         self._wait(deadline, "worker registration", self._alive_workers)
-        return self
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -99,18 +105,18 @@ class SparkCluster:
                 raise TimeoutError(f"spark {what} not ready, see {self.work_dir}")
             time.sleep(0.5)
 
-    @staticmethod
-    def _accepts_connections(port: int) -> bool:
-        try:
-            socket.create_connection((HOST, port), timeout=1).close()
-        except OSError:
-            return False
-        return True
-
-    def _alive_workers(self) -> bool:
+    def _master_state(self) -> dict[str, object] | None:
         try:
             with urllib.request.urlopen(f"{self.master_ui}/json/", timeout=2) as response:
-                state = json.load(response)
+                state: dict[str, object] = json.load(response)
         except OSError:
-            return False
-        return int(state.get("aliveworkers", 0)) >= 1
+            return None
+        return state
+
+    def _master_alive(self) -> bool:
+        state = self._master_state()
+        return state is not None and state.get("status") == "ALIVE"
+
+    def _alive_workers(self) -> bool:
+        state = self._master_state()
+        return state is not None and int(str(state.get("aliveworkers", 0))) >= 1
