@@ -101,3 +101,14 @@ def test_a_secret_spark_setting_outside_catalog_and_hadoop_is_refused() -> None:
     config = parse_config(s3_config(conf={"spark.authenticate.secret": "x"}))
     with pytest.raises(SparkSetupError, match=r"spark\.authenticate\.secret looks secret"):
         split_secrets(spark_conf(config, resolve_endpoint(config)))
+
+
+def test_the_aws_bundle_as_a_package_keeps_the_iceberg_runtime() -> None:
+    bundle = "org.apache.iceberg:iceberg-aws-bundle:1.10.2"
+    config = parse_config(s3_config(iceberg_jar=None, packages=[bundle]))
+    conf = spark_conf(config, resolve_endpoint(config))
+    assert conf["spark.jars.packages"] == bundle
+    assert "iceberg-spark-runtime-3.5_2.12-" in conf["spark.jars"]
+    runtime = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
+    config = parse_config(s3_config(iceberg_jar=None, packages=[runtime, bundle]))
+    assert "spark.jars" not in spark_conf(config, resolve_endpoint(config))

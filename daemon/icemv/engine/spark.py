@@ -89,7 +89,8 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
             conf[f"spark.hadoop.{S3A_KEYS[key]}"] = plain
     conf["spark.master"] = spark.master
     jars = [spark.iceberg_jar] if spark.iceberg_jar else []
-    if not spark.packages and not jars:
+    # Packages may be only the AWS bundle: the runtime is still needed unless listed.
+    if not jars and not any("iceberg-spark-runtime" in package for package in spark.packages):
         jars.append(vendored_iceberg_jar())
     jars += [jar for jar in spark.jdbc_driver_jars if os.path.exists(jar)]
     jars += spark.extra_jars
