@@ -35,7 +35,7 @@ class SparkCluster:
     master_ui: str = ""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, timeout: float = 300.0) -> SparkCluster:
+    def start(self, timeout: float = 600.0) -> SparkCluster:
         """Start both daemons; a busy 2-core machine needs a minute or more for the pair."""
         try:
             self._start(time.monotonic() + timeout)
