@@ -180,7 +180,7 @@ def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
         wait_for(lambda: is_fresh(lakehouse, mv), 60, "refresh after a later event")
         # A late (reordered) event for the older snapshot: a hint, found unnecessary.
         storage = lakehouse.load_table(Identifier((namespace,), "agg__storage"))
-        assert storage.location().startswith(test_config.warehouse_uri + "/")
+        assert storage.location().startswith("s3://") == test_config.warehouse.on_s3
         commits = len(storage.snapshots())
         skipped = metric(port, "icemv_refreshes_total", {"mv": mv.dotted, "outcome": "skipped"})
         key, value = encode_icemv_event([namespace], "trips", snapshot_id=snapshot)
