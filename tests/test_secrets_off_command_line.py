@@ -109,7 +109,7 @@ def test_no_secret_reaches_a_command_line_or_the_logs(
         env=env,
     )
     seen: dict[int, str] = {}
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 1200  # a loaded 2-core machine needs minutes
     while process.poll() is None:  # read every descendant's argv while the refresh runs
         seen.update(command_lines(os.getpid()))
         assert time.monotonic() < deadline, "icemv refresh did not finish"
