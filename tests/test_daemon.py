@@ -25,6 +25,7 @@ from icemv.mv.model import load_materialized_view
 from icemv.service.daemon import Daemon
 from tests.kafka_broker import TansuBroker
 from tests.oracle import assert_matches_oracle
+from tests.support.s3 import STORAGE_KINDS
 from tests.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -116,6 +117,7 @@ def trips_and_mv(lakehouse: Lakehouse, namespace: str) -> tuple[str, Identifier]
     return table_uuid, mv
 
 
+@pytest.mark.parametrize("storage_kind", STORAGE_KINDS, indirect=True)
 def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
     lakehouse: Lakehouse,
     namespace: str,
@@ -180,6 +182,7 @@ def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
         wait_for(lambda: is_fresh(lakehouse, mv), 60, "refresh after a later event")
         # A late (reordered) event for the older snapshot: a hint, found unnecessary.
         storage = lakehouse.load_table(Identifier((namespace,), "agg__storage"))
+        assert storage.location().startswith("s3://") == test_config.warehouse.on_s3
         commits = len(storage.snapshots())
         skipped = metric(port, "icemv_refreshes_total", {"mv": mv.dotted, "outcome": "skipped"})
         key, value = IcemvCommitEvent([namespace], "trips", snapshot_id=snapshot).encode()

@@ -16,7 +16,15 @@ from typing import Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from icemv.errors import ConfigError
 
@@ -55,19 +63,33 @@ class CatalogConfig(_Section):
 
 
 class WarehouseConfig(_Section):
+    """Where table files live: a local path, file://, or s3://bucket/prefix.
+
+    `properties` are Iceberg FileIO properties handed to both engines under the same names
+    (`s3.endpoint`, `s3.path-style-access`, `client.region`, `s3.access-key-id`,
+    `s3.secret-access-key`; on s3:// Spark also gets `io-impl` S3FileIO unless set). Leave
+    credentials out to use the AWS default chain (AWS_* environment, web identity, instance
+    profile); secrets given here reach the Spark JVM at run time, never its command line.
+    """
+
     location: str = "lakehouse/warehouse"
-    # FileIO properties passed to both engines (e.g. s3.endpoint); secrets belong here too.
     properties: dict[str, SecretStr | str] = Field(default_factory=dict)
+
+    @property
+    def on_s3(self) -> bool:
+        return urlsplit(self.location).scheme in ("s3", "s3a")
 
 
 class SparkConfig(_Section):
-    master: str = "local[2]"
-    # Spark Connect URL (sc://host:15002); when set, no local JVM is started.
-    remote: str | None = None
+    master: str = "local[2]"  # or spark://host:7077 for a standalone cluster
     app_name: str = "icemv"
     # Iceberg runtime jar; default: the one vendored by snowpark-connect-deps-iceberg.
     iceberg_jar: str | None = None
-    # Maven coordinates instead of local jars (needs a reachable repository).
+    # Further local jars added to icemv's own (e.g. iceberg-aws-bundle for an s3:// warehouse);
+    # spark.jars in `conf` would replace the whole list instead.
+    extra_jars: list[str] = Field(default_factory=list)
+    # Maven coordinates, e.g. org.apache.iceberg:iceberg-aws-bundle:1.10.2 (needs a reachable
+    # Maven repository); added to the local jars.
     packages: list[str] = Field(default_factory=list)
     jdbc_driver_jars: list[str] = Field(
         default_factory=lambda: [
@@ -78,6 +100,20 @@ class SparkConfig(_Section):
     driver_memory: str = "2g"
     shuffle_partitions: int = Field(default=4, ge=1)
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_spark_connect(cls, data: Any) -> Any:
+        # Incremental refresh drives Iceberg through the JVM (py4j), which Spark Connect
+        # does not expose; an explicit error beats "extra inputs are not permitted".
+        if isinstance(data, dict) and data.get("remote") is not None:
+            raise ValueError(
+                "spark.remote (Spark Connect) is not supported: incremental refresh needs the "
+                "Spark JVM; use spark.master: spark://host:7077 (standalone cluster) instead"
+            )
+        if isinstance(data, dict) and "remote" in data:
+            data = {key: value for key, value in data.items() if key != "remote"}
+        return data
 
 
 class KafkaConfig(_Section):

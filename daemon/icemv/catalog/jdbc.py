@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError
+from sqlalchemy.engine import URL
 
 from icemv.catalog.embedded.server import EmbeddedPostgres
 from icemv.config import Config
@@ -37,22 +38,37 @@ def resolve_endpoint(config: Config) -> CatalogEndpoint:
         server = EmbeddedPostgres(config.home_path / "catalog-postgres", database="icemv")
         uri = server.start()
     parts = urlsplit(uri)
-    password = catalog.password.get_secret_value() if catalog.password else parts.password
-    user = catalog.user or parts.username
     if parts.scheme == "sqlite":
         path = uri[len("sqlite:///") :]
         return CatalogEndpoint(f"sqlite:///{path}", f"jdbc:sqlite:{path}", None, None)
+    in_uri_password = unquote(parts.password) if parts.password else None
+    password = catalog.password.get_secret_value() if catalog.password else in_uri_password
+    user = catalog.user or (unquote(parts.username) if parts.username else None)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or 5432
-    database = parts.path.lstrip("/")
-    netloc = f"{host}:{port}"
-    credentials = ""
-    if user:
-        credentials = user + (f":{password}" if password else "") + "@"
-    sqlalchemy_url = urlunsplit(
-        ("postgresql+psycopg2", credentials + netloc, "/" + database, parts.query, "")
+    database = unquote(parts.path.lstrip("/"))
+    return CatalogEndpoint(
+        postgres_sqlalchemy_url(host, port, database, user, password, parts.query),
+        f"jdbc:postgresql://{host}:{port}/{database}",
+        user,
+        password,
     )
-    return CatalogEndpoint(sqlalchemy_url, f"jdbc:postgresql://{netloc}/{database}", user, password)
+
+
+def postgres_sqlalchemy_url(
+    host: str, port: int, database: str, user: str | None, password: str | None, query: str
+) -> str:
+    """The psycopg2 URL, every part percent-encoded: a password may hold `@`, `:` or `/`."""
+    url = URL.create(
+        "postgresql+psycopg2",
+        username=user,
+        password=password if user else None,
+        host=host,
+        port=port,
+        database=database,
+        query=dict(parse_qsl(query)),
+    )
+    return url.render_as_string(hide_password=False)
 
 
 def open_catalog(config: Config, endpoint: CatalogEndpoint) -> SqlCatalog:

@@ -1,12 +1,17 @@
 """The one SparkSession of a process, configured for the shared Iceberg catalog.
 
 Start-up costs seconds, so only commands that compute data call `spark_session()`.
+PySpark hands every builder setting to spark-submit as a `--conf` argument, readable by
+anyone with `ps`; icemv therefore launches the JVM itself with the launch settings only
+(`launch_settings`) and passes the rest, catalog and S3 credentials included, over the
+py4j gateway when the SparkContext is created.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +28,20 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 ICEBERG_RUNTIME_GLOB = "iceberg-spark-runtime-3.5_2.12-*.jar"
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+# Spark reads some Iceberg files (delete files) by path, through Hadoop's FileSystem:
+# an s3:// warehouse also needs S3A (hadoop-aws), configured from the same FileIO properties.
+S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+S3A_KEYS = {
+    "s3.endpoint": "fs.s3a.endpoint",
+    "s3.path-style-access": "fs.s3a.path.style.access",
+    "client.region": "fs.s3a.endpoint.region",
+    "s3.access-key-id": "fs.s3a.access.key",
+    "s3.secret-access-key": "fs.s3a.secret.key",
+    "s3.session-token": "fs.s3a.session.token",
+}
+# Keys whose values are secrets; Spark's own default spark.redaction.regex, widened.
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.-]?key")
 
 
 def vendored_iceberg_jar() -> str:
@@ -65,19 +84,26 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
         conf[f"{prefix}.jdbc.user"] = endpoint.user
     if endpoint.password:
         conf[f"{prefix}.jdbc.password"] = endpoint.password
+    if config.warehouse.on_s3:
+        conf[f"{prefix}.io-impl"] = S3_FILE_IO
+        conf["spark.hadoop.fs.s3.impl"] = S3A_FILE_SYSTEM
     for key, value in config.warehouse.properties.items():
         secret = getattr(value, "get_secret_value", None)
-        conf[f"{prefix}.{key}"] = str(secret() if callable(secret) else value)
-    if spark.remote is None:
-        conf["spark.master"] = spark.master
-        jars = [spark.iceberg_jar] if spark.iceberg_jar else []
-        if not spark.packages and not jars:
-            jars.append(vendored_iceberg_jar())
-        jars += [jar for jar in spark.jdbc_driver_jars if os.path.exists(jar)]
-        if jars:
-            conf["spark.jars"] = ",".join(jars)
-        if spark.packages:
-            conf["spark.jars.packages"] = ",".join(spark.packages)
+        plain = str(secret() if callable(secret) else value)
+        conf[f"{prefix}.{key}"] = plain
+        if config.warehouse.on_s3 and key in S3A_KEYS:
+            conf[f"spark.hadoop.{S3A_KEYS[key]}"] = plain
+    conf["spark.master"] = spark.master
+    jars = [spark.iceberg_jar] if spark.iceberg_jar else []
+    # Packages may be only the AWS bundle: the runtime is still needed unless listed.
+    if not jars and not any("iceberg-spark-runtime" in package for package in spark.packages):
+        jars.append(vendored_iceberg_jar())
+    jars += [jar for jar in spark.jdbc_driver_jars if os.path.exists(jar)]
+    jars += spark.extra_jars
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    if spark.packages:
+        conf["spark.jars.packages"] = ",".join(spark.packages)
     conf.update(spark.conf)
     return conf
 
@@ -92,6 +118,25 @@ LAUNCH_CONF_PREFIXES = (
     "spark.submit.",
     "spark.local.dir",
 )
+
+
+def launch_settings(conf: dict[str, str]) -> dict[str, str]:
+    """The settings that go on spark-submit's command line, readable by anyone with `ps`.
+
+    Only what the JVM needs at launch; everything else, catalog and S3 credentials
+    included, reaches the SparkContext over the py4j gateway. A secret-looking key among
+    the launch settings is refused rather than exposed.
+    """
+    launch = {key: value for key, value in conf.items() if key.startswith(LAUNCH_CONF_PREFIXES)}
+    for key in launch:
+        if SECRET_KEY.search(key):
+            raise SparkSetupError(
+                f"spark.conf.{key} looks secret and would be visible on the Spark command "
+                "line: give credentials through warehouse.properties, the catalog password "
+                "or the AWS environment instead"
+            )
+    return launch
+
 
 _session: SparkSession | None = None
 # Held while the session is created: scheduler, poller and HTTP threads may all ask first.
@@ -119,23 +164,20 @@ def _create_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
     from pyspark.sql import SparkSession
 
     conf = spark_conf(config, endpoint)
-    builder = SparkSession.builder
-    if config.spark.remote is not None:
-        builder = builder.remote(config.spark.remote)
-    else:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        _check_driver_jars(config)
-        _launch_jvm(conf)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    _check_driver_jars(config)
+    _launch_jvm(launch_settings(conf))
+    # A fresh builder: the shared SparkSession.builder keeps options of earlier sessions.
+    builder = SparkSession.Builder()
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    if config.spark.remote is None:
-        session.sparkContext.setLogLevel("ERROR")
-        _load_catalog(session, config.catalog.name)
+    session.sparkContext.setLogLevel("ERROR")
+    _load_catalog(session, config.catalog.name)
     return session
 
 
-def _launch_jvm(conf: dict[str, str]) -> None:
+def _launch_jvm(launch: dict[str, str]) -> None:
     """Start the driver JVM in a session of its own, before PySpark would start it.
 
     A SIGTERM (or Ctrl-C) to the daemon's process group, as Kubernetes and shells send
@@ -147,12 +189,9 @@ def _launch_jvm(conf: dict[str, str]) -> None:
 
     if SparkContext._gateway is not None:
         return
-    # Only what the JVM needs at launch goes on spark-submit's command line (visible in
-    # `ps`); the rest, catalog credentials included, reaches the context as its conf.
     spark_conf = SparkConf(loadDefaults=False)
-    for key, value in conf.items():
-        if key.startswith(LAUNCH_CONF_PREFIXES):
-            spark_conf.set(key, value)
+    for key, value in launch.items():
+        spark_conf.set(key, value)
     gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway)
 
@@ -178,13 +217,11 @@ def activate(session: SparkSession) -> None:
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
 
 
-def session_ready(remote: bool) -> bool:
-    """Whether this process's SparkSession exists and (classic Spark) its JVM context runs."""
+def session_ready() -> bool:
+    """Whether this process's SparkSession exists and its JVM context still runs."""
     session: Any = _session
     if session is None:
         return False
-    if remote:
-        return True
     try:
         return not bool(session.sparkContext._jsc.sc().isStopped())
     except Exception:  # a dead JVM answers with any py4j error

@@ -153,9 +153,8 @@ class Daemon:
         return self.scheduler.request(mv, reason)
 
     def _refresh(self, mv: Identifier) -> RefreshResult:
-        if self.config.spark.remote is None:
-            # Scheduler threads have no JVM-side active session of their own.
-            activate(self.lakehouse.spark)
+        # Scheduler threads have no JVM-side active session of their own.
+        activate(self.lakehouse.spark)
         return refresh_mv(self.lakehouse, mv)
 
     def _on_result(self, result: RefreshResult) -> None:
@@ -273,7 +272,7 @@ class Daemon:
         return True
 
     def _spark_ready(self) -> bool:
-        return session_ready(self.config.spark.remote is not None)
+        return session_ready()
 
     def _http_refresh(self, name: str) -> RefreshRequestOutcome:
         try:
