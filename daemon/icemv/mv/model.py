@@ -23,7 +23,7 @@ MAX_STALENESS_PROPERTY = "icemv.max-staleness"
 # Read by the daemon's poller (service/poller.py names them too).
 REFRESH_INTERVAL_PROPERTY = "icemv.refresh-interval"
 REFRESH_CRON_PROPERTY = "icemv.refresh-cron"
-# Must match refresh/policy.py POLICIES, which enforces them at refresh time.
+# Checked at create/replace here, and enforced at refresh time by refresh/policy.py.
 REFRESH_POLICIES = ("auto", "incremental", "incremental-strict", "full")
 
 

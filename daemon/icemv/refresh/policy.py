@@ -21,7 +21,7 @@ from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import FullRefreshRequiredError, RefreshFailedError, StorageCommitConflictError
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import assess_freshness
-from icemv.mv.model import REFRESH_POLICY_PROPERTY, load_materialized_view
+from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_materialized_view
 from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incremental import incremental_refresh
@@ -33,7 +33,6 @@ from icemv.spec.summary import RefreshMode, RefreshReason
 log = structlog.get_logger(__name__)
 
 MAX_ATTEMPTS = 4
-POLICIES = ("auto", "incremental", "incremental-strict", "full")
 # Fallbacks that even `incremental-strict` accepts: there is nothing to be incremental from.
 INHERENTLY_FULL = (RefreshReason.NEVER_REFRESHED, RefreshReason.DEFINITION_CHANGED)
 
@@ -62,8 +61,8 @@ def refresh_mv(
                 attempts=attempt,
             )
         policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
-        if policy not in POLICIES:
-            allowed = ", ".join(POLICIES)
+        if policy not in REFRESH_POLICIES:
+            allowed = ", ".join(REFRESH_POLICIES)
             raise RefreshFailedError(
                 f"{identifier}: {REFRESH_POLICY_PROPERTY}={policy!r} is not one of {allowed}"
             )

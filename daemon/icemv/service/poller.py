@@ -32,6 +32,8 @@ from icemv.mv.maintenance import maintain_storage
 from icemv.mv.maintenance.branches import remove_leftover_branches
 from icemv.mv.model import (
     MAX_STALENESS_PROPERTY,
+    REFRESH_CRON_PROPERTY,
+    REFRESH_INTERVAL_PROPERTY,
     MaterializedView,
     load_materialized_view,
 )
@@ -41,9 +43,6 @@ from icemv.service.source_index import SourceIndex, dependency_order
 from icemv.spec.durations import parse_duration
 
 log = structlog.get_logger(__name__)
-
-REFRESH_INTERVAL_PROPERTY = "icemv.refresh-interval"
-REFRESH_CRON_PROPERTY = "icemv.refresh-cron"
 
 
 def max_staleness_seconds(mv: MaterializedView) -> float | None:
