@@ -134,3 +134,19 @@ def test_demo_then_full_refresh_on_the_embedded_default(pod: PodLike) -> None:
     # Everything written went to the volumes, owned by the image's user.
     owners = {p.stat().st_uid for p in pod.work.rglob("*")}
     assert owners == {10001}, owners
+
+
+def test_executor_command_is_in_the_image_with_sparks_kubernetes_backend(pod: PodLike) -> None:
+    # What Spark on Kubernetes starts in executor pods (the chart's pod template); outside
+    # Spark it refuses to start, naming what is missing.
+    result = pod.run(["/usr/local/bin/spark-executor", "executor"], entrypoint=False)
+    assert result.returncode != 0
+    assert "SPARK_DRIVER_URL" in result.stderr
+    jars = pod.run(
+        ["/bin/sh", "-c", 'ls "$SPARK_HOME"/jars/spark-kubernetes_2.12-*.jar && command -v java'],
+        entrypoint=False,
+    )
+    assert jars.returncode == 0, jars.stderr
+    assert (
+        "/opt/icemv/lib/python3.11/site-packages/pyspark/jars/spark-kubernetes_2.12-" in jars.stdout
+    )
