@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak lint format typecheck clean
+.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -43,8 +43,15 @@ format: install
 typecheck: install
 	$(BIN)/mypy
 
-test: install system-deps lint typecheck
-	$(BIN)/pytest -q
+# The container image with buildah (no Docker engine, no registry; needs root): the Debian
+# base is made with debootstrap and cached under .cache/image, like buildah's layers.
+image:
+	$(SUDO) deploy/image/build.sh
+
+# IMAGE_TEST=0 skips building and running the image (tests/test_image.py then skips).
+IMAGE_TEST ?= 1
+test: install system-deps lint typecheck $(if $(filter 1,$(IMAGE_TEST)),image)
+	ICEMV_REQUIRE_IMAGE=$(IMAGE_TEST) $(BIN)/pytest -q
 
 # The property-based oracle test with many examples (CI runs a few).
 FUZZ_EXAMPLES ?= 200

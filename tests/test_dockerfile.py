@@ -11,6 +11,7 @@ chart and icemv's own CLI and config model.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +42,10 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 REQUIREMENTS = ROOT / "deploy" / "docker" / "requirements.txt"
 BUILD_REQUIREMENTS = ROOT / "deploy" / "docker" / "build-requirements.txt"
 CHART_VALUES = ROOT / "helm" / "icemv" / "values.yaml"
-BASE_IMAGE = "python:3.11-slim-bookworm"
+EXECUTOR = ROOT / "deploy" / "docker" / "spark-executor"
+BASE_IMAGE = "debian:bookworm-slim"
+# The Python 3 of each Debian release (python3 in its archive).
+DEBIAN_PYTHON = {"bookworm": "3.11"}
 SECRET_WORDS = re.compile(r"PASSWORD|SECRET|TOKEN|CREDENTIAL|API_?KEY|PRIVATE", re.IGNORECASE)
 
 
@@ -211,37 +216,48 @@ def test_hadolint_finds_nothing() -> None:
     assert code == 0
 
 
-def test_hadolint_really_lints_the_apt_step(tmp_path: Path) -> None:
-    # The one ignore pragma is deliberate (see the Dockerfile); without it hadolint objects,
-    # which also shows that it parses the RUN step we think it does.
-    stripped = DOCKERFILE.read_text().replace("# hadolint ignore=DL3008\n", "")
-    (tmp_path / "Dockerfile").write_text(stripped)
+def test_hadolint_really_lints_the_apt_steps(tmp_path: Path) -> None:
+    # The ignore pragmas (one per apt step) are deliberate (see the Dockerfile); without them
+    # hadolint objects, which also shows that it parses the RUN steps we think it does.
+    text = DOCKERFILE.read_text()
+    assert text.count("# hadolint ignore=DL3008\n") == 2
+    (tmp_path / "Dockerfile").write_text(text.replace("# hadolint ignore=DL3008\n", ""))
     code, findings = hadolint(tmp_path / "Dockerfile")
     assert code != 0
-    assert [f["code"] for f in findings] == ["DL3008"]
+    assert [f["code"] for f in findings] == ["DL3008", "DL3008"]
 
 
 # ---- structure ---------------------------------------------------------------------------
 
 
-def test_two_stages_on_bookworm_with_the_projects_python() -> None:
+def apt_packages(stage: str) -> set[str]:
+    runs = " ".join(i.args for i in stage_instructions(stage, "RUN"))
+    packages = re.search(r"apt-get install ([^&]+)", runs)
+    assert packages is not None, stage
+    assert "--no-install-recommends" in packages.group(1)
+    assert "rm -rf /var/lib/apt/lists/*" in runs
+    return {w for w in packages.group(1).split() if not w.startswith("-")}
+
+
+def test_two_stages_on_bookworm_with_debians_python() -> None:
     froms = [i.args.split() for i in INSTRUCTIONS if i.keyword == "FROM"]
     assert [f[0] for f in froms] == [BASE_IMAGE, BASE_IMAGE], froms
     assert STAGES == ["build", "runtime"]
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
-    # The venv built in one stage runs in the other: same interpreter, pyproject's version.
-    python = Version(BASE_IMAGE.split(":")[1].split("-")[0] + ".0")
+    # The venv built in one stage runs in the other: the same Debian interpreter in both,
+    # of pyproject's version; `make image` makes this very base with debootstrap.
+    python = Version(DEBIAN_PYTHON[BASE_IMAGE.split(":")[1].split("-")[0]] + ".0")
     assert python in SpecifierSet(requires)
+    assert {"python3", "python3-venv"} <= apt_packages("build")
+    assert "python3" in apt_packages("runtime")
+    assert "debootstrap --variant=minbase bookworm" in (ROOT / "deploy/image/build.sh").read_text()
+    python_path = f"/opt/icemv/lib/python{DEBIAN_PYTHON['bookworm']}/site-packages/pyspark"
+    assert runtime_env()["SPARK_HOME"] == python_path
 
 
 def test_runtime_stage_installs_java_17_and_the_postgresql_jdbc_driver() -> None:
-    runs = " ".join(i.args for i in stage_instructions("runtime", "RUN"))
-    packages = re.search(r"apt-get install ([^&]+)", runs)
-    assert packages is not None
-    names = {w for w in packages.group(1).split() if not w.startswith("-")}
-    assert names == {"openjdk-17-jre-headless", "libpostgresql-jdbc-java"}
-    assert "--no-install-recommends" in packages.group(1)
-    assert "rm -rf /var/lib/apt/lists/*" in runs
+    names = apt_packages("runtime")
+    assert names == {"python3", "openjdk-17-jre-headless", "libpostgresql-jdbc-java"}
 
 
 def test_the_jdbc_jar_path_icemv_uses_is_what_the_debian_package_ships() -> None:
@@ -259,7 +275,7 @@ def test_the_jdbc_jar_path_icemv_uses_is_what_the_debian_package_ships() -> None
 
 def test_every_run_step_is_valid_shell() -> None:
     runs = [i for i in INSTRUCTIONS if i.keyword == "RUN"]
-    assert len(runs) == 3
+    assert len(runs) == 4
     for instruction in runs:
         check = subprocess.run(
             ["bash", "-n", "-c", instruction.args], capture_output=True, text=True, check=False
@@ -407,9 +423,8 @@ def test_image_dependencies_are_the_closure_of_pyproject_pinned_exactly() -> Non
     pins = read_pins(REQUIREMENTS)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     problems = []
-    # (requirement, who asks); pyspark[connect] is what `spark.remote` (Spark Connect) needs.
+    # (requirement, who asks)
     todo = [(Requirement(r), "pyproject.toml") for r in project["dependencies"]]
-    todo.append((Requirement("pyspark[connect]"), "spark.remote"))
     seen: set[tuple[str, frozenset[str]]] = set()
     while todo:
         requirement, parent = todo.pop()
@@ -437,6 +452,10 @@ def test_image_dependencies_are_the_closure_of_pyproject_pinned_exactly() -> Non
                 todo.append((child, f"{name}=={pinned}"))
     assert not problems, "deploy/docker/requirements.txt:\n  " + "\n  ".join(sorted(problems))
     assert "icemv" not in pins  # the image installs icemv from the wheel it builds
+    # Spark Connect's client (pyspark[connect]) is not shipped. (No general "nothing extra"
+    # check: pins that differ from the dev venv, e.g. python-dateutil, cannot be walked here.)
+    connect_client = {"grpcio", "grpcio-status", "googleapis-common-protos", "protobuf", "pandas"}
+    assert not connect_client & set(pins), connect_client & set(pins)
 
 
 def test_build_backend_pin_satisfies_pyprojects_build_system() -> None:
@@ -546,3 +565,108 @@ def test_build_stage_wheel_builds_installs_and_runs(tmp_path: Path) -> None:
         text=True,
     )
     assert Path(origin.strip()).is_relative_to(site), origin
+
+
+# ---- the Spark-on-Kubernetes executor command --------------------------------------------
+
+EXECUTOR_ENV = {
+    "SPARK_HOME": "/opt/spark-home",
+    "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@icemv-driver.data.svc:7078",
+    "SPARK_EXECUTOR_ID": "3",
+    "SPARK_EXECUTOR_CORES": "2",
+    "SPARK_EXECUTOR_MEMORY": "4g",
+    "SPARK_APPLICATION_ID": "spark-0123",
+    "SPARK_EXECUTOR_POD_IP": "10.1.2.3",
+    "SPARK_EXECUTOR_POD_NAME": "icemv-exec-3",
+    "SPARK_RESOURCE_PROFILE_ID": "0",
+}
+
+
+def run_executor(
+    tmp_path: Path, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The script with `java` replaced by one printing its arguments, one per line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    java = bin_dir / "java"
+    java.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+    java.chmod(0o755)
+    return subprocess.run(
+        ["sh", str(EXECUTOR), *args],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_image_has_the_executor_command_the_chart_uses() -> None:
+    copies = [i.args.split() for i in stage_instructions("runtime", "COPY")]
+    assert ["deploy/docker/spark-executor", "/usr/local/bin/spark-executor"] in copies
+    assert os.access(EXECUTOR, os.X_OK)
+    mode = subprocess.check_output(
+        ["git", "-C", str(ROOT), "ls-files", "--stage", "--", "deploy/docker/spark-executor"],
+        text=True,
+    )
+    assert mode.startswith("100755"), f"commit it executable: {mode!r}"
+    check = subprocess.run(["sh", "-n", str(EXECUTOR)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr
+    chart = (ROOT / "helm" / "icemv" / "templates" / "_executor.tpl").read_text()
+    assert "- /usr/local/bin/spark-executor" in chart
+
+
+def test_executor_command_starts_sparks_kubernetes_executor_backend(tmp_path: Path) -> None:
+    env = {
+        **EXECUTOR_ENV,
+        "SPARK_JAVA_OPT_1": "-Dspark.driver.port=7078",
+        "SPARK_JAVA_OPT_0": "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "SPARK_JAVA_OPT_2": "-Dspark.app.name=icemv with spaces",
+    }
+    result = run_executor(tmp_path, env, "executor")  # the argument Spark gives the container
+    assert result.returncode == 0, result.stderr
+    argv = result.stdout.splitlines()
+    assert argv == [
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "-Dspark.driver.port=7078",
+        "-Dspark.app.name=icemv with spaces",
+        "-Xms4g",
+        "-Xmx4g",
+        "-cp",
+        "/opt/spark-home/jars/*",
+        "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
+        "--driver-url",
+        EXECUTOR_ENV["SPARK_DRIVER_URL"],
+        "--executor-id",
+        "3",
+        "--cores",
+        "2",
+        "--app-id",
+        "spark-0123",
+        "--hostname",
+        "10.1.2.3",
+        "--resourceProfileId",
+        "0",
+        "--podName",
+        "icemv-exec-3",
+    ]
+    # The options that class takes in Spark 3.5 (its usage text in the jar).
+    jars = Path(importlib.util.find_spec("pyspark").origin).parent / "jars"  # type: ignore[union-attr,arg-type]
+    (jar,) = jars.glob("spark-kubernetes_2.12-*.jar")
+    with zipfile.ZipFile(jar) as archive:
+        backend = archive.read(
+            "org/apache/spark/scheduler/cluster/k8s/KubernetesExecutorBackend$.class"
+        ) + archive.read(
+            "org/apache/spark/scheduler/cluster/k8s/KubernetesExecutorBackend$Arguments.class"
+        )
+    for option in (a for a in argv if a.startswith("--") and not a.startswith("--add-opens")):
+        assert option.encode() in backend, option
+
+
+def test_executor_command_refuses_to_start_outside_spark(tmp_path: Path) -> None:
+    missing = {k: v for k, v in EXECUTOR_ENV.items() if k != "SPARK_DRIVER_URL"}
+    result = run_executor(tmp_path, missing)
+    assert result.returncode != 0
+    assert "SPARK_DRIVER_URL" in result.stderr and result.stdout == ""
+    result = run_executor(tmp_path, EXECUTOR_ENV, "driver")
+    assert result.returncode == 2 and "usage: spark-executor" in result.stderr

@@ -10,9 +10,11 @@ parsed and checked against the metrics icemv exports.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import math
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,8 @@ KUBE_VERSIONS = ("1.25.0", kubernetes_validate.utils.latest_version())
 WRITABLE = ("/tmp", "/var/lib/icemv")
 # Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"namespace", "job", "pod", "instance", "service", "container", "endpoint"}
+# Config fields the chart's schema deliberately leaves out.
+NOT_OFFERED = {"spark": {"remote"}}
 EXPECTED_FULL_REASONS = {"never-refreshed", "definition-changed", "requested", "policy-full"}
 
 CASES = [pytest.param(None, id="defaults")] + [pytest.param(p, id=p.stem) for p in EXAMPLES]
@@ -311,7 +315,9 @@ def validate_prometheus_operator_object(doc: dict[str, Any]) -> None:
 def test_probes_and_ports(chart: Any, values_file: Path | None) -> None:
     rendered = render(chart, load_values(values_file))
     container = rendered.container
-    (port,) = container["ports"]
+    port, *spark_ports = container["ports"]
+    # Spark on Kubernetes adds the driver's ports (test_spark_on_kubernetes_driver_settings).
+    assert [p["name"] for p in spark_ports] in ([], ["spark-driver", "spark-blockmgr"])
     assert port == {
         "name": "http",
         "containerPort": rendered.config["metrics"]["port"],
@@ -326,7 +332,9 @@ def test_probes_and_ports(chart: Any, values_file: Path | None) -> None:
         assert container[probe]["timeoutSeconds"] < container[probe]["periodSeconds"]
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 120  # Spark + apply
-    service = rendered.one("Service")
+    (service,) = (
+        d for d in rendered.docs if d["kind"] == "Service" and d["metadata"]["name"] == RELEASE
+    )
     assert service["spec"]["ports"] == [
         {"name": "http", "port": 9108, "targetPort": "http", "protocol": "TCP"}
     ]
@@ -354,7 +362,9 @@ def test_security_context_and_writable_volumes(chart: Any, values_file: Path | N
     assert context["allowPrivilegeEscalation"] is False
     assert context["capabilities"] == {"drop": ["ALL"]}
     assert context["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert pod["automountServiceAccountToken"] is False
+    # Only Spark on Kubernetes calls the API (to start executor pods).
+    spark_on_kubernetes = deep_merge(chart.values, load_values(values_file))["sparkOnKubernetes"]
+    assert pod["automountServiceAccountToken"] is spark_on_kubernetes["enabled"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert set(WRITABLE) <= set(mounts)
@@ -376,13 +386,10 @@ def test_resources_fit_the_spark_driver(chart: Any, values_file: Path | None) ->
     assert request <= limit
     assert "cpu" in resources["requests"]
     config = parse_config(rendered.config)
-    if config.spark.remote is None:
-        heap = spark_bytes(config.spark.driver_memory)
-        assert heap <= request, "the driver heap alone exceeds the memory request"
-        # JVM off-heap (metaspace, threads, Netty) and the Python process need room too.
-        assert heap + 768 * 2**20 <= limit, "driver_memory too close to the memory limit"
-    else:
-        assert limit <= 2 * 2**30, "Spark Connect: no driver in the pod, no need for its memory"
+    heap = spark_bytes(config.spark.driver_memory)
+    assert heap <= request, "the driver heap alone exceeds the memory request"
+    # JVM off-heap (metaspace, threads, Netty) and the Python process need room too.
+    assert heap + 768 * 2**20 <= limit, "driver_memory too close to the memory limit"
 
 
 @pytest.mark.parametrize("values_file", CASES)
@@ -427,10 +434,17 @@ def test_rendered_config_is_what_icemv_accepts(
         for name, entry in env.items()
         if name.startswith("ICEMV_") and "__" in name
     }
+    per_pod = {  # fields of the pod itself (downward API), e.g. the Spark driver's pod name
+        name: entry["valueFrom"]["fieldRef"]["fieldPath"]
+        for name, entry in env.items()
+        if "fieldRef" in entry.get("valueFrom", {})
+    }
     loaded = load_config(path, environment)
-    assert loaded.model_dump(exclude={"catalog", "kafka"}) == config.model_dump(
-        exclude={"catalog", "kafka"}
-    )
+    expected = config.model_dump(exclude={"catalog", "kafka"})
+    for name in per_pod:
+        section, field, key = name.removeprefix("ICEMV_").split("__")
+        expected[section.lower()][field.lower()][key] = "from-a-secret"
+    assert loaded.model_dump(exclude={"catalog", "kafka"}) == expected
     assert (loaded.catalog.password is not None) == ("ICEMV_CATALOG__PASSWORD" in env)
     assert (loaded.kafka.sasl_password is not None) == ("ICEMV_KAFKA__SASL_PASSWORD" in env)
     if config.kafka.security_protocol.startswith("SASL"):
@@ -486,14 +500,193 @@ def test_strategy_and_volume_follow_the_catalog(chart: Any) -> None:
     }
 
 
-def test_spark_connect_values(chart: Any) -> None:
-    rendered = render(chart, load_values(ROOT / "deploy/values/spark-connect.yaml"))
+def test_spark_connect_is_not_offered(chart: Any) -> None:
+    # No Spark 3.5 Connect server can be tested here, and the incremental path needs the JVM.
+    schema_error = render_error(chart, {"config": {"spark": {"remote": "sc://spark:15002"}}})
+    assert "'remote' not allowed" in schema_error
+    for path in [CHART / "values.yaml", *EXAMPLES, *(CHART / "templates").iterdir()]:
+        assert not re.search(r"spark connect|\bsc://|spark\.remote", path.read_text(), re.I), path
+    assert "executors in the pod too (local[2])" in render(chart).notes
+
+
+# ---- Spark on Kubernetes -----------------------------------------------------------------
+
+SPARK_K8S_VALUES = ROOT / "deploy" / "values" / "spark-on-kubernetes.yaml"
+SPARK_JARS = Path(importlib.util.find_spec("pyspark").origin).parent / "jars"  # type: ignore[union-attr,arg-type]
+
+
+def spark_kubernetes_keys() -> set[str]:
+    """Every spark.kubernetes.* key Spark 3.5 knows: the string constants of its Config,
+    and its prefixes joined with its suffixes (spark.kubernetes.authenticate.driver +
+    .serviceAccountName)."""
+    (jar,) = SPARK_JARS.glob("spark-kubernetes_2.12-*.jar")
+    with zipfile.ZipFile(jar) as archive:
+        data = archive.read("org/apache/spark/deploy/k8s/Config$.class")
+    keys = {m.decode() for m in re.findall(rb"spark\.kubernetes\.[A-Za-z0-9.]+", data)}
+    suffixes = {m.decode() for m in re.findall(rb"(?<![A-Za-z0-9.])\.[a-z][A-Za-z]+", data)}
+    return keys | {key + suffix for key in keys for suffix in suffixes}
+
+
+def executor_pod_template(rendered: Rendered) -> dict[str, Any]:
     config = parse_config(rendered.config)
-    assert config.spark.remote is not None and config.spark.remote.startswith("sc://")
-    assert "Spark Connect at sc://" in rendered.notes
-    assert "local driver" in render(chart).notes
-    schema_error = render_error(chart, {"config": {"spark": {"remote": "spark://x:7077"}}})
-    assert "/config/spark/remote" in schema_error
+    path = Path(config.spark.conf["spark.kubernetes.executor.podTemplateFile"])
+    mount = next(m for m in rendered.container["volumeMounts"] if m["name"] == "config")
+    assert path.parent.as_posix() == mount["mountPath"]  # the driver reads it from the ConfigMap
+    template: dict[str, Any] = yaml.safe_load(rendered.one("ConfigMap")["data"][path.name])
+    return template
+
+
+def test_spark_on_kubernetes_is_off_by_default(chart: Any) -> None:
+    rendered = render(chart)
+    config = parse_config(rendered.config)
+    assert config.spark.master.startswith("local[")
+    assert not any(key.startswith("spark.kubernetes.") for key in config.spark.conf)
+    assert rendered.maybe("Role") is None and rendered.maybe("RoleBinding") is None
+    assert [doc["metadata"]["name"] for doc in rendered.docs if doc["kind"] == "Service"] == [
+        "icemv"
+    ]
+    assert set(rendered.one("ConfigMap")["data"]) == {"config.yaml"}
+    assert [p["name"] for p in rendered.container["ports"]] == ["http"]
+
+
+def test_spark_on_kubernetes_driver_settings(chart: Any) -> None:
+    values = load_values(SPARK_K8S_VALUES)
+    rendered = render(chart, values)
+    config = parse_config(rendered.config)
+    conf = config.spark.conf
+    assert config.spark.master == "k8s://https://kubernetes.default.svc"
+    assert conf["spark.kubernetes.namespace"] == NAMESPACE
+    assert conf["spark.kubernetes.container.image"] == rendered.container["image"]
+    account = rendered.pod["serviceAccountName"]
+    assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == account
+    assert rendered.pod["automountServiceAccountToken"] is True
+    # Executors reach the driver through the headless Service, on fixed ports of the pod.
+    (driver_service,) = (
+        d for d in rendered.docs if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None"
+    )
+    name = driver_service["metadata"]["name"]
+    assert conf["spark.driver.host"] == f"{name}.{NAMESPACE}.svc"
+    assert conf["spark.driver.bindAddress"] == "0.0.0.0"
+    assert driver_service["spec"]["publishNotReadyAddresses"] is True
+    assert (
+        driver_service["spec"]["selector"] == rendered.deployment["spec"]["selector"]["matchLabels"]
+    )
+    ports = {p["name"]: p["containerPort"] for p in rendered.container["ports"]}
+    service_ports = {p["targetPort"]: p["port"] for p in driver_service["spec"]["ports"]}
+    assert service_ports == {
+        "spark-driver": ports["spark-driver"],
+        "spark-blockmgr": ports["spark-blockmgr"],
+    }
+    assert conf["spark.driver.port"] == str(ports["spark-driver"])
+    assert conf["spark.driver.blockManager.port"] == str(ports["spark-blockmgr"])
+    assert conf["spark.blockManager.port"] == str(ports["spark-blockmgr"])
+    # Executor sizing from the values; the example's own spark.conf entries are kept.
+    executor = values["sparkOnKubernetes"]["executor"]
+    assert conf["spark.executor.instances"] == str(executor["instances"])
+    assert conf["spark.executor.cores"] == str(executor["cores"])
+    assert conf["spark.executor.memory"] == executor["memory"]
+    assert conf["spark.kubernetes.executor.request.cores"] == executor["requestCores"]
+    assert conf["spark.kubernetes.executor.limit.cores"] == executor["limitCores"]
+    assert values["config"]["spark"]["conf"].items() <= conf.items()
+    assert conf["spark.authenticate"] == conf["spark.network.crypto.enabled"] == "true"
+    # The driver's pod name is per pod: it makes the executors children of this pod.
+    env = {e["name"]: e for e in rendered.container["env"]}
+    pod_name_key = "ICEMV_SPARK__CONF__spark.kubernetes.driver.pod.name"
+    pod_name = env[pod_name_key]
+    assert pod_name["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    # One driver: no second pod during a rollout, and no replicas.
+    assert rendered.deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert rendered.deployment["spec"]["replicas"] == 1
+    # Every spark.kubernetes.* key the chart sets is one Spark 3.5 knows.
+    known = spark_kubernetes_keys()
+    assert "spark.kubernetes.executor.podTemplateFile" in known
+    unknown = {k for k in conf if k.startswith("spark.kubernetes.")} - known
+    assert not unknown, unknown
+    assert pod_name_key.removeprefix("ICEMV_SPARK__CONF__") in known
+    assert "spark.kubernetes.no.such.key" not in known
+
+
+def test_spark_on_kubernetes_users_conf_wins(chart: Any) -> None:
+    values = {
+        "sparkOnKubernetes": {"enabled": True},
+        "config": {"spark": {"conf": {"spark.executor.instances": "5", "spark.x": "y"}}},
+    }
+    conf = parse_config(render(chart, values).config).spark.conf
+    assert conf["spark.executor.instances"] == "5"
+    assert conf["spark.x"] == "y"
+    assert conf["spark.executor.cores"] == "1"  # the chart's default still there
+
+
+def test_spark_on_kubernetes_executor_pod_template(chart: Any) -> None:
+    values = load_values(SPARK_K8S_VALUES)
+    rendered = render(chart, values)
+    conf = parse_config(rendered.config).spark.conf
+    template = executor_pod_template(rendered)
+    assert template["kind"] == "Pod"
+    spec = template["spec"]
+    (container,) = spec["containers"]
+    assert container["name"] == conf["spark.kubernetes.executor.podTemplateContainerName"]
+    # Same user, same restrictions as the icemv container; writable emptyDirs only.
+    assert spec["securityContext"] == rendered.pod["securityContext"]
+    assert container["securityContext"] == rendered.container["securityContext"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert spec["automountServiceAccountToken"] is False
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for path in WRITABLE:
+        assert "emptyDir" in volumes[mounts[path]], path
+    assert volumes[mounts["/tmp"]]["emptyDir"]["sizeLimit"] == "20Gi"
+    # The image's executor command (tests/test_dockerfile.py checks that the image has it).
+    assert container["command"] == ["/usr/local/bin/spark-executor"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["SPARK_LOCAL_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    # Executors read and write the warehouse too: they get the same extra environment.
+    for entry in values["extraEnv"]:
+        assert env[entry["name"]] == entry
+    # Executors are not icemv pods: neither the Services nor the PodDisruptionBudget select them.
+    labels = template["metadata"]["labels"]
+    selector = rendered.deployment["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= labels.items()
+    assert labels["app.kubernetes.io/instance"] == RELEASE
+    # A valid Pod once Spark has filled in the image.
+    pod = {**template, "metadata": {**template["metadata"], "name": "icemv-exec-1"}}
+    pod["spec"]["containers"][0]["image"] = conf["spark.kubernetes.container.image"]
+    for version in KUBE_VERSIONS:
+        kubernetes_validate.validate(pod, version, strict=True)
+
+
+def test_spark_on_kubernetes_role_covers_what_the_driver_does(chart: Any) -> None:
+    rendered = render(chart, load_values(SPARK_K8S_VALUES))
+    role, binding = rendered.one("Role"), rendered.one("RoleBinding")
+    assert role["metadata"]["namespace"] == NAMESPACE  # namespaced, like the executors
+    allowed = {
+        (resource, verb)
+        for rule in role["rules"]
+        if rule["apiGroups"] == [""]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    for resource, verbs in {
+        "pods": {"create", "get", "list", "watch", "delete", "deletecollection"},
+        "configmaps": {"create", "get", "list", "delete", "deletecollection"},
+        "services": {"create", "get", "delete"},
+        "persistentvolumeclaims": {"create", "get", "list", "delete", "deletecollection"},
+    }.items():
+        assert {(resource, v) for v in verbs} <= allowed, resource
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": rendered.pod["serviceAccountName"],
+            "namespace": NAMESPACE,
+        }
+    ]
+    assert rendered.one("ServiceAccount")["metadata"]["name"] == rendered.pod["serviceAccountName"]
+    assert "2 executor pods" in rendered.notes
 
 
 # ---- secrets -----------------------------------------------------------------------------
@@ -558,6 +751,12 @@ def test_no_password_env_without_secrets(chart: Any) -> None:
         ({"replicas": 3}, "additional properties 'replicas' not allowed"),
         ({"config": {"refresh": {"shutdown_grace": 3}}}, "'shutdown_grace' not allowed"),
         ({"config": {"metrics": {"port": 0}}}, "/config/metrics/port"),
+        (
+            {"sparkOnKubernetes": {"enabled": True}, "replicaCount": 2},
+            "sparkOnKubernetes.enabled: the icemv pod is the one Spark driver",
+        ),
+        ({"sparkOnKubernetes": {"executor": {"memory": "2 GB"}}}, "/sparkOnKubernetes/executor"),
+        ({"sparkOnKubernetes": {"driverPort": 80}}, "/sparkOnKubernetes/driverPort"),
     ],
 )
 def test_broken_values_stop_the_install(chart: Any, values: dict[str, Any], message: str) -> None:
@@ -578,7 +777,9 @@ def test_values_schema_config_matches_icemvs_config_model(chart: Any) -> None:
         if isinstance(model, type) and hasattr(model, "model_fields"):
             section = schema["properties"][name]
             assert section["additionalProperties"] is False, name
-            assert set(section["properties"]) == set(model.model_fields), name
+            # spark.remote (Spark Connect) is not offered by the chart while icemv still has it.
+            fields = set(model.model_fields) - NOT_OFFERED.get(name, set())
+            assert set(section["properties"]) == fields, name
     mv_items = schema["properties"]["materialized_views"]["items"]
     assert set(mv_items["properties"]) == set(MaterializedViewSpec.model_fields)
     assert set(mv_items["required"]) == {

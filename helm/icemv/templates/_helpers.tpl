@@ -122,7 +122,77 @@ Checks that stop a broken install early, with the key to fix in the message.
 {{- if and (hasKey $config "kafka") (hasKey ($config.kafka | default dict) "sasl_password") }}
 {{- fail "config.kafka.sasl_password: the config is a ConfigMap; use secrets.kafkaSaslPassword" }}
 {{- end }}
+{{- if and (include "icemv.sparkOnKubernetes" .) (gt (int .Values.replicaCount) 1) }}
+{{- fail "sparkOnKubernetes.enabled: the icemv pod is the one Spark driver its executors connect to (through one headless Service): replicaCount must be 1 (scale with sparkOnKubernetes.executor.instances)" }}
+{{- end }}
 {{- if and (include "icemv.embeddedCatalog" .) (gt (int .Values.replicaCount) 1) }}
 {{- fail "config.catalog.uri=embedded runs a private PostgreSQL in the pod: replicaCount must be 1 (use a shared postgresql:// catalog to scale)" }}
 {{- end }}
+{{- end }}
+
+{{/*
+Spark on Kubernetes: the icemv pod is Spark's client-mode driver, executors are pods of the
+same image. Names of its parts, and the settings it adds to config.spark.
+*/}}
+{{- define "icemv.sparkOnKubernetes" -}}
+{{- if .Values.sparkOnKubernetes.enabled }}true{{ end }}
+{{- end }}
+
+{{- define "icemv.driverServiceName" -}}
+{{- printf "%s-driver" (include "icemv.fullname" . | trunc 56 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "icemv.executorPodTemplateFile" -}}{{ include "icemv.configDir" . }}/executor-pod-template.yaml{{- end }}
+{{- define "icemv.executorContainerName" -}}spark-executor{{- end }}
+
+{{- define "icemv.executorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-spark-executor" (include "icemv.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: {{ include "icemv.name" . }}
+app.kubernetes.io/component: spark-executor
+{{- end }}
+
+{{/*
+The icemv configuration file: .Values.config, plus in Spark-on-Kubernetes mode spark.master and
+the spark.conf entries that mode needs (entries of config.spark.conf win). The driver's pod name
+is per pod and comes from the environment (ICEMV_SPARK__CONF__spark.kubernetes.driver.pod.name).
+*/}}
+{{- define "icemv.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- if include "icemv.sparkOnKubernetes" . }}
+{{- $k8s := .Values.sparkOnKubernetes }}
+{{- $executor := $k8s.executor }}
+{{- $spark := $config.spark | default dict }}
+{{- $conf := dict
+  "spark.kubernetes.namespace" .Release.Namespace
+  "spark.kubernetes.container.image" (include "icemv.image" .)
+  "spark.kubernetes.container.image.pullPolicy" .Values.image.pullPolicy
+  "spark.kubernetes.authenticate.driver.serviceAccountName" (include "icemv.serviceAccountName" .)
+  "spark.kubernetes.executor.podTemplateFile" (include "icemv.executorPodTemplateFile" .)
+  "spark.kubernetes.executor.podTemplateContainerName" (include "icemv.executorContainerName" .)
+  "spark.kubernetes.executor.deleteOnTermination" "true"
+  "spark.driver.host" (printf "%s.%s.svc" (include "icemv.driverServiceName" .) .Release.Namespace)
+  "spark.driver.bindAddress" "0.0.0.0"
+  "spark.driver.port" (printf "%d" (int $k8s.driverPort))
+  "spark.driver.blockManager.port" (printf "%d" (int $k8s.blockManagerPort))
+  "spark.blockManager.port" (printf "%d" (int $k8s.blockManagerPort))
+  "spark.executor.instances" (printf "%d" (int $executor.instances))
+  "spark.executor.cores" (printf "%d" (int $executor.cores))
+  "spark.executor.memory" (toString $executor.memory)
+}}
+{{- with $executor.requestCores }}
+{{- $_ := set $conf "spark.kubernetes.executor.request.cores" (toString .) }}
+{{- end }}
+{{- with $executor.limitCores }}
+{{- $_ := set $conf "spark.kubernetes.executor.limit.cores" (toString .) }}
+{{- end }}
+{{- if $k8s.secureRpc }}
+{{- $_ := set $conf "spark.authenticate" "true" }}
+{{- $_ := set $conf "spark.network.crypto.enabled" "true" }}
+{{- end }}
+{{- $_ := set $spark "master" (printf "k8s://%s" $k8s.apiServer) }}
+{{- $_ := set $spark "conf" (merge (deepCopy ($spark.conf | default dict)) $conf) }}
+{{- $_ := set $config "spark" $spark }}
+{{- end }}
+{{- toYaml $config }}
 {{- end }}
