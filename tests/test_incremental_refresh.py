@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyiceberg.table import Table
 
 import icemv.refresh.incremental as incremental
 from icemv.catalog.lakehouse import Lakehouse
@@ -321,3 +323,37 @@ def test_exact_case_names_refresh_incrementally(
         assert_matches_oracle(lakehouse, mv_id)
     storage = lakehouse.load_table(mv_id.storage_default())
     assert storage.schema().column_names == EXACT_CASE_COLUMNS[shape]
+
+
+class _CountingLakehouse(Lakehouse):
+    """Counts catalog table loads by name (each is a JDBC query plus a metadata read)."""
+
+    def __init__(self, lakehouse: Lakehouse) -> None:
+        super().__init__(lakehouse.config)
+        self.loads: Counter[Identifier] = Counter()
+
+    def load_table(self, identifier: Identifier) -> Table:
+        self.loads[identifier] += 1
+        return super().load_table(identifier)
+
+
+def test_a_refresh_loads_each_table_once(lakehouse: Lakehouse, namespace: str) -> None:
+    """One plan per refresh: freshness, analysis, pinning and classification share the
+    loads (they used to load each source about four times and the storage table three)."""
+    counting = _CountingLakehouse(lakehouse)
+    create_trips(counting, namespace, rows=ROWS)
+    create_trips(counting, namespace, name="zones", rows=ROWS)
+    mv_id = Identifier((namespace,), "mv")
+    sql = (
+        "SELECT t.vendor, count(*) AS n, sum(t.fare) AS s FROM trips t "
+        "JOIN zones z ON t.id = z.id GROUP BY t.vendor"
+    )
+    create_mv(counting, mv_id, sql, properties={"icemv.refresh-policy": "incremental"})
+    refresh_mv(counting, mv_id)
+    append_trips(counting, namespace, [(6, "a", 10.0, D1)])
+    counting.loads.clear()
+    result = refresh_mv(counting, mv_id)
+    assert (result.mode, result.storage_snapshot_id is not None) == ("incremental", True)
+    tables = [Identifier((namespace,), n) for n in ("trips", "zones", "mv__storage")]
+    assert counting.loads == Counter(dict.fromkeys(tables, 1))
+    assert_matches_oracle(lakehouse, mv_id)
