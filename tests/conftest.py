@@ -1,4 +1,8 @@
-"""Shared fixtures: a real PostgreSQL catalog database, a warehouse dir, one local Spark."""
+"""Shared fixtures: a real PostgreSQL catalog database, a warehouse dir, one local Spark.
+
+`catalog_kind` picks the catalog behind `test_config` / `lakehouse`: "jdbc" unless a test
+module parametrizes it (`CATALOG_KINDS` runs the module on JDBC and on a real REST server).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,16 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg2
 import pytest
 
-from icemv.catalog.jdbc import ensure_namespace
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config, parse_config
 from tests.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
+from tests.support.rest_catalog import RestCatalogServer, start_rest_catalog
 
 ADMIN_URL = os.environ.get("ICEMV_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -64,14 +70,63 @@ def pg_database(pg_admin_url: str) -> Iterator[str]:
     drop_database(pg_admin_url, url)
 
 
+# Run a module on both catalog kinds: `pytestmark = [..., CATALOG_KINDS]`.
+CATALOG_KINDS = pytest.mark.parametrize(
+    "catalog_kind", ["jdbc", "rest"], indirect=True, scope="session"
+)
+
+
 @pytest.fixture(scope="session")
-def test_config(pg_database: str, tmp_path_factory: pytest.TempPathFactory) -> Config:
+def catalog_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = getattr(request, "param", "jdbc")
+    return kind
+
+
+@pytest.fixture(scope="session")
+def rest_catalog(
+    pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RestCatalogServer]:
+    """A real Iceberg REST catalog (Iceberg's CatalogHandlers) on a database of its own."""
+    url = create_database(pg_admin_url)
+    parts = urlsplit(url)
+    jdbc_url = f"jdbc:postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}"
+    warehouse = tmp_path_factory.mktemp("rest-warehouse")
+    log = tmp_path_factory.mktemp("rest-log") / "server.log"
+    server = start_rest_catalog(jdbc_url, parts.username, warehouse.as_uri(), log)
+    yield server
+    server.stop()
+    drop_database(pg_admin_url, url)
+
+
+def rest_catalog_section(server: RestCatalogServer) -> dict[str, str]:
+    """The `catalog:` config of a REST catalog (OAuth2 client credentials, as users would)."""
+    return {
+        "type": "rest",
+        "uri": server.uri,
+        "warehouse": "icemv-test",
+        "credential": server.credential,
+        "scope": "catalog",
+    }
+
+
+@pytest.fixture(scope="session")
+def test_config(
+    request: pytest.FixtureRequest,
+    catalog_kind: str,
+    pg_database: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Config:
     root = tmp_path_factory.mktemp("lakehouse")
+    catalog: dict[str, str] = {"uri": pg_database}
+    warehouse = root / "warehouse"
+    if catalog_kind == "rest":
+        server: RestCatalogServer = request.getfixturevalue("rest_catalog")
+        catalog = rest_catalog_section(server)
     return parse_config(
         {
             "home": str(root),
-            "catalog": {"uri": pg_database},
-            "warehouse": {"location": str(root / "warehouse")},
+            "catalog": catalog,
+            "warehouse": {"location": str(warehouse)},
             "spark": {"master": "local[2]", "driver_memory": "1g", "shuffle_partitions": 2},
         }
     )

@@ -110,3 +110,7 @@ class StorageCommitConflictError(IcemvError, RuntimeError):
 
 class RefreshFailedError(IcemvError, RuntimeError):
     """A refresh that cannot succeed as asked (policy, conflicts); the message says why."""
+
+
+class RestCatalogError(IcemvError, RuntimeError):
+    """A REST catalog answered an unexpected status; the message has the server's own words."""

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from icemv.catalog.jdbc import CatalogEndpoint
+from icemv.catalog.backends import CatalogBackend
 from icemv.config import Config
 from icemv.errors import SparkSetupError
 
@@ -35,7 +35,7 @@ def vendored_iceberg_jar() -> str:
     return jars[-1]
 
 
-def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
+def spark_conf(config: Config, backend: CatalogBackend) -> dict[str, str]:
     """Every Spark setting icemv needs; user `spark.conf` entries win."""
     spark = config.spark
     name = config.catalog.name
@@ -44,22 +44,13 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
         "spark.app.name": spark.app_name,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"{prefix}.uri": endpoint.jdbc_url,
-        f"{prefix}.jdbc.schema-version": "V1",
-        f"{prefix}.warehouse": config.warehouse_uri,
-        # Other writers commit all the time: never serve a cached table.
-        f"{prefix}.cache-enabled": "false",
+        **{f"{prefix}.{key}": value for key, value in backend.spark_properties().items()},
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": spark.driver_memory,
         "spark.sql.session.timeZone": "UTC",
     }
-    if endpoint.user:
-        conf[f"{prefix}.jdbc.user"] = endpoint.user
-    if endpoint.password:
-        conf[f"{prefix}.jdbc.password"] = endpoint.password
     for key, value in config.warehouse.properties.items():
         secret = getattr(value, "get_secret_value", None)
         conf[f"{prefix}.{key}"] = str(secret() if callable(secret) else value)
@@ -68,7 +59,8 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
         jars = [spark.iceberg_jar] if spark.iceberg_jar else []
         if not spark.packages and not jars:
             jars.append(vendored_iceberg_jar())
-        jars += [jar for jar in spark.jdbc_driver_jars if os.path.exists(jar)]
+        if backend.jdbc_driver is not None:
+            jars += [jar for jar in spark.jdbc_driver_jars if os.path.exists(jar)]
         if jars:
             conf["spark.jars"] = ",".join(jars)
         if spark.packages:
@@ -80,19 +72,19 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
 _session: SparkSession | None = None
 
 
-def spark_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
+def spark_session(config: Config, backend: CatalogBackend) -> SparkSession:
     global _session
     if _session is not None:
         return _session
     from pyspark.sql import SparkSession
 
-    conf = spark_conf(config, endpoint)
+    conf = spark_conf(config, backend)
     builder = SparkSession.builder
     if config.spark.remote is not None:
         builder = builder.remote(config.spark.remote)
     else:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        _check_driver_jars(config)
+        _check_driver_jars(config, backend.jdbc_driver)
     for key, value in conf.items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
@@ -120,9 +112,9 @@ def stop_spark() -> None:
         _session = None
 
 
-def _check_driver_jars(config: Config) -> None:
-    uri = config.catalog.uri
-    needed = "sqlite" if uri.startswith("sqlite") else "postgresql"
+def _check_driver_jars(config: Config, needed: str | None) -> None:
+    if needed is None:
+        return
     if not any(
         needed in Path(jar).name and os.path.exists(jar) for jar in config.spark.jdbc_driver_jars
     ):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from icemv.catalog.jdbc_views import LoadedView
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError, NotAMaterializedViewError
 from icemv.identifiers import Identifier
 from icemv.spec.view_metadata import ViewVersion
