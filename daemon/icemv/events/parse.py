@@ -66,6 +66,8 @@ class TableCommitHint:
     timestamp_ms: int | None = None
     event_id: str | None = None
     catalog: str | None = None
+    # The warehouse id a Lakekeeper event names (its REST prefix).
+    warehouse: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ def _lakekeeper(
             snapshot_id=snapshot_id,
             timestamp_ms=timestamp_ms,
             event_id=event_id,
+            warehouse=_optional_str(attributes, "warehouse-id"),
         )
     ]
 
