@@ -10,6 +10,7 @@ The server drops the `storage-table` version field: the `icemv.storage-table` pr
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pyiceberg.catalog.rest import RestCatalog
@@ -69,15 +70,30 @@ class RestViewStore:
         return _loaded(identifier, response.json())
 
     def replace(self, view: LoadedView, metadata: ViewMetadata) -> LoadedView:
+        """A view commit adding the new version (and its schema unless the view has it).
+
+        The server reuses an existing identical schema or version instead of adding one,
+        and then "-1" (last added) would be undefined: a known schema is referenced by its
+        id, and every version carries a unique `icemv.replace-id` so it is always new.
+        """
         version = metadata.current_version
+        schema = dict(metadata.schema(version.schema_id))
         new_properties = dict(metadata.properties)
         removed = sorted(set(view.metadata.properties) - set(new_properties))
-        updates: list[dict[str, Any]] = [
-            {"action": "add-schema", "schema": dict(metadata.schema(version.schema_id))},
-            # -1: "the schema / version added by this commit" (ids are the server's to assign)
+        updates: list[dict[str, Any]] = []
+        schema_id = _same_schema_id(view.metadata, schema)
+        if schema_id is None:
+            updates.append({"action": "add-schema", "schema": schema})
+            schema_id = -1  # the schema added by this commit
+        summary = {**version.summary, "icemv.replace-id": str(uuid.uuid4())}
+        updates += [
             {
                 "action": "add-view-version",
-                "view-version": {**encode_view_version(version), "schema-id": -1},
+                "view-version": {
+                    **encode_view_version(version),
+                    "schema-id": schema_id,
+                    "summary": summary,
+                },
             },
             {"action": "set-current-view-version", "view-version-id": -1},
             {"action": "set-properties", "updates": new_properties},
@@ -105,6 +121,16 @@ class RestViewStore:
         if response.status_code == 404:
             raise NoSuchViewError(f"view {identifier} does not exist")
         raise_for_status(response, f"drop view {identifier}")
+
+
+def _same_schema_id(metadata: ViewMetadata, schema: dict[str, Any]) -> int | None:
+    """The id of a schema the view already has with the same fields, if any."""
+    for known in metadata.schemas:
+        if known.get("fields") == schema.get("fields") and known.get(
+            "identifier-field-ids", []
+        ) == schema.get("identifier-field-ids", []):
+            return int(known["schema-id"])
+    return None
 
 
 def _loaded(identifier: Identifier, body: dict[str, Any]) -> LoadedView:
