@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from icemv.catalog.backends import open_backend
+from icemv.catalog.event_scope import event_scope
 from icemv.catalog.jdbc import JdbcBackend
 from icemv.catalog.rest import RestBackend, rest_properties
 from icemv.config import Config, masked_dump, parse_config
@@ -91,3 +92,19 @@ def test_jdbc_spark_properties_are_unchanged() -> None:
     assert conf["spark.sql.catalog.lake.uri"] == "jdbc:sqlite:/tmp/icemv-never-opened.db"
     assert conf["spark.sql.catalog.lake.jdbc.schema-version"] == "V1"
     assert conf["spark.sql.catalog.lake.cache-enabled"] == "false"
+
+
+def test_event_scope_of_a_jdbc_catalog_is_its_name() -> None:
+    config = parse_config({})
+    scope = event_scope(config, open_backend(config))
+    assert scope("lake", None) is None and scope(None, None) is None
+    assert scope("other", None) == "other-catalog"
+    assert scope(None, "any-warehouse-id") is None  # JDBC catalogs have no warehouse ids
+
+
+def test_event_scope_of_a_rest_catalog_knows_its_warehouse_without_connecting() -> None:
+    config = _rest_config(prefix="a0b1c2d3")
+    scope = event_scope(config, open_backend(config))
+    assert scope("analytics", None) is None  # Polaris: catalog_name = the REST warehouse
+    assert scope("lake", "a0b1c2d3") is None  # Lakekeeper: warehouse-id = the prefix
+    assert scope("elsewhere", None) == "other-catalog"

@@ -23,16 +23,17 @@ def event_scope(config: Config, backend: CatalogBackend) -> EventScope:
     if catalog.type == "rest" and catalog.warehouse:
         names.add(catalog.warehouse)
 
-    def warehouses() -> set[str]:
-        # The server's prefix is known once the client has fetched GET /v1/config.
-        known = {catalog.warehouse, catalog.prefix, backend.catalog.properties.get("prefix")}
-        return {value for value in known if value}
+    def known_warehouse(warehouse: str) -> bool:
+        if warehouse in (catalog.warehouse, catalog.prefix):
+            return True
+        # The server's prefix, known once the client has fetched GET /v1/config.
+        return warehouse == backend.catalog.properties.get("prefix")
 
     def check(event_catalog: str | None, event_warehouse: str | None) -> str | None:
         if event_catalog is not None and event_catalog not in names:
             return "other-catalog"
         rest = catalog.type == "rest"
-        if rest and event_warehouse is not None and event_warehouse not in warehouses():
+        if rest and event_warehouse is not None and not known_warehouse(event_warehouse):
             return "other-warehouse"
         return None
 
