@@ -18,10 +18,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps bodo-iceberg-connector==2026.10
 	touch $@
 
-# Java 17 and the JDBC drivers Spark's Iceberg JdbcCatalog loads (Debian packages).
+# Java 17, javac (the tests compile their REST catalog server) and the JDBC drivers
+# Spark's Iceberg JdbcCatalog loads (Debian packages).
 system-deps:
 	@missing=""; \
 	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
+	command -v javac >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
 	[ -f /usr/share/java/postgresql.jar ] || missing="$$missing libpostgresql-jdbc-java"; \
 	[ -f /usr/share/java/sqlite-jdbc.jar ] || missing="$$missing libxerial-sqlite-jdbc-java"; \
 	if [ -n "$$missing" ]; then \

@@ -1,4 +1,8 @@
-"""Shared fixtures: a real PostgreSQL catalog database, a warehouse dir, one local Spark."""
+"""Shared fixtures: a real PostgreSQL catalog database, a warehouse dir, one local Spark.
+
+`catalog_kind` picks the catalog behind `test_config` / `lakehouse`: "jdbc" unless a test
+module parametrizes it (`CATALOG_KINDS` runs the module on JDBC and on a real REST server).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg2
 import pytest
 
-from icemv.catalog.jdbc import ensure_namespace
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config, parse_config
 from tests.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
+from tests.support.rest_catalog import RestCatalogServer, start_rest_catalog
 from tests.support.s3 import JARS_WHEEL, S3Server, s3_test_jars, start_moto
 
 ADMIN_URL = os.environ.get("ICEMV_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -66,6 +72,45 @@ def pg_database(pg_admin_url: str) -> Iterator[str]:
     drop_database(pg_admin_url, url)
 
 
+# Run a module on both catalog kinds: `pytestmark = [..., CATALOG_KINDS]`.
+CATALOG_KINDS = pytest.mark.parametrize(
+    "catalog_kind", ["jdbc", "rest"], indirect=True, scope="session"
+)
+
+
+@pytest.fixture(scope="session")
+def catalog_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = getattr(request, "param", "jdbc")
+    return kind
+
+
+@pytest.fixture(scope="session")
+def rest_catalog(
+    pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RestCatalogServer]:
+    """A real Iceberg REST catalog (Iceberg's CatalogHandlers) on a database of its own."""
+    url = create_database(pg_admin_url)
+    parts = urlsplit(url)
+    jdbc_url = f"jdbc:postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}"
+    warehouse = tmp_path_factory.mktemp("rest-warehouse")
+    log = tmp_path_factory.mktemp("rest-log") / "server.log"
+    server = start_rest_catalog(jdbc_url, parts.username, warehouse.as_uri(), log)
+    yield server
+    server.stop()
+    drop_database(pg_admin_url, url)
+
+
+def rest_catalog_section(server: RestCatalogServer) -> dict[str, str]:
+    """The `catalog:` config of a REST catalog (OAuth2 client credentials, as users would)."""
+    return {
+        "type": "rest",
+        "uri": server.uri,
+        "warehouse": "icemv-test",
+        "credential": server.credential,
+        "scope": "catalog",
+    }
+
+
 @pytest.fixture(scope="session")
 def storage_kind(request: pytest.FixtureRequest) -> str:
     """Where `test_config`'s warehouse lives: "local" unless a test parametrizes it
@@ -96,6 +141,7 @@ def warehouse_section(
 def test_config(
     pg_database: str,
     pg_admin_url: str,
+    catalog_kind: str,
     storage_kind: str,
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
@@ -103,10 +149,14 @@ def test_config(
     root = tmp_path_factory.mktemp("lakehouse")
     # Each storage kind has its own catalog database: a daemon polls every MV it finds.
     database = pg_database if storage_kind == "local" else create_database(pg_admin_url)
+    catalog: dict[str, str] = {"uri": database}
+    if catalog_kind == "rest":
+        server: RestCatalogServer = request.getfixturevalue("rest_catalog")
+        catalog = rest_catalog_section(server)
     yield parse_config(
         {
             "home": str(root),
-            "catalog": {"uri": database},
+            "catalog": catalog,
             "warehouse": warehouse_section(storage_kind, root, request),
             # The S3 jars are always on the classpath: the first session starts the one JVM.
             "spark": {

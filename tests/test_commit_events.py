@@ -193,6 +193,9 @@ COMMIT_REQUEST = {
 }
 
 
+WAREHOUSE_ID = "a0b1c2d3-0000-4000-8000-000000000000"
+
+
 def lakekeeper_attributes(kind: str, **extra: object) -> dict[str, object]:
     return {
         "specversion": "1.0",
@@ -202,7 +205,7 @@ def lakekeeper_attributes(kind: str, **extra: object) -> dict[str, object]:
         "time": "2025-01-01T00:00:01.5Z",
         "tabular-type": "Table",
         "tabular-id": UUID,
-        "warehouse-id": "a0b1c2d3-0000-4000-8000-000000000000",
+        "warehouse-id": WAREHOUSE_ID,
         "name": "taxis",
         "namespace": "nyc\x1fraw",
         "prefix": "",
@@ -238,6 +241,7 @@ UPDATE_HINT = TableCommitHint(
     snapshot_id=2,  # the last add-snapshot of the commit
     timestamp_ms=2000,
     event_id=EVENT_ID,
+    warehouse=WAREHOUSE_ID,  # matched against the REST catalog's warehouse / prefix
 )
 
 
@@ -261,7 +265,14 @@ def test_lakekeeper_flat_add_snapshot_is_tolerated() -> None:
 @pytest.mark.parametrize("kind", ["createTable", "registerTable", "dropTable", "renameTable"])
 def test_lakekeeper_table_lifecycle_events_name_the_table_in_attributes(kind: str) -> None:
     expected = TableCommitHint(
-        ("nyc", "raw"), "taxis", "lakekeeper", UUID, None, 1735689601500, EVENT_ID
+        ("nyc", "raw"),
+        "taxis",
+        "lakekeeper",
+        UUID,
+        None,
+        1735689601500,
+        EVENT_ID,
+        warehouse=WAREHOUSE_ID,
     )
     assert parse_event(structured(kind)) == [expected]
     # Binary mode: drop and rename carry no data at all.

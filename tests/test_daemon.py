@@ -1,4 +1,4 @@
-"""The daemon end to end: real broker (Tansu), real Spark, real PostgreSQL catalog."""
+"""The daemon end to end: real broker (Tansu), real Spark, real catalogs (JDBC and REST)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,13 @@ from icemv.mv.freshness import assess_freshness
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.service.daemon import Daemon
+from tests.conftest import CATALOG_KINDS
 from tests.kafka_broker import TansuBroker
 from tests.oracle import assert_matches_oracle
 from tests.support.s3 import STORAGE_KINDS
 from tests.tables import append_trips, create_trips
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
 
 ROWS = [(1, "a", 10.0, None), (2, "b", 5.0, None)]
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"

@@ -18,10 +18,11 @@ from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
+from tests.conftest import CATALOG_KINDS
 from tests.oracle import assert_matches_oracle, spark_writes_only
 from tests.tables import append_trips, create_trips, equality_delete
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
 
 D1, D2, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 1, 3)
 ROWS = [

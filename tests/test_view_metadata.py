@@ -2,7 +2,12 @@ import gzip
 import json
 
 from icemv.identifiers import Identifier
-from icemv.spec.view_metadata import decode_view_metadata, encode_view_metadata, new_view_metadata
+from icemv.spec.view_metadata import (
+    STORAGE_TABLE_PROPERTY,
+    decode_view_metadata,
+    encode_view_metadata,
+    new_view_metadata,
+)
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "d", "type": "date", "required": False}]}
 
@@ -57,10 +62,44 @@ def test_new_version_grows_ids_and_keeps_history() -> None:
     assert second.current_version.schema_id == 1
     assert second.current_version.storage_table == Identifier(("nyc",), "agg__storage_v2")
     assert len(second.version_log) == 2
-    assert second.properties == first.properties
+    assert second.properties == {
+        **first.properties,
+        STORAGE_TABLE_PROPERTY: '{"namespace":["nyc"],"name":"agg__storage_v2"}',
+    }
 
 
 def test_plain_view_is_not_materialized() -> None:
     raw = json.loads(encode_view_metadata(_metadata()))
     del raw["versions"][0]["storage-table"]
+    del raw["properties"][STORAGE_TABLE_PROPERTY]
+    assert not decode_view_metadata(json.dumps(raw).encode()).is_materialized
+
+
+def test_storage_table_is_also_a_view_property() -> None:
+    raw = json.loads(encode_view_metadata(_metadata()))
+    assert json.loads(raw["properties"][STORAGE_TABLE_PROPERTY]) == {
+        "namespace": ["nyc"],
+        "name": "agg__storage",
+    }
+
+
+def test_reader_falls_back_to_the_property_when_a_catalog_dropped_the_field() -> None:
+    raw = json.loads(encode_view_metadata(_metadata()))
+    del raw["versions"][0]["storage-table"]  # what a REST server on Iceberg 1.10 does
+    metadata = decode_view_metadata(json.dumps(raw).encode())
+    assert metadata.is_materialized
+    assert metadata.current_version.storage_table == Identifier(("nyc",), "agg__storage")
+
+
+def test_the_version_field_wins_over_the_property() -> None:
+    raw = json.loads(encode_view_metadata(_metadata()))
+    raw["properties"][STORAGE_TABLE_PROPERTY] = '{"namespace":["x"],"name":"other"}'
+    metadata = decode_view_metadata(json.dumps(raw).encode())
+    assert metadata.current_version.storage_table == Identifier(("nyc",), "agg__storage")
+
+
+def test_an_unreadable_property_means_a_plain_view() -> None:
+    raw = json.loads(encode_view_metadata(_metadata()))
+    del raw["versions"][0]["storage-table"]
+    raw["properties"][STORAGE_TABLE_PROPERTY] = '{"name": 3}'
     assert not decode_view_metadata(json.dumps(raw).encode()).is_materialized

@@ -22,7 +22,6 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -37,29 +36,58 @@ class _Section(BaseModel):
 
 
 class CatalogConfig(_Section):
-    """The Iceberg JDBC/SQL catalog shared by Spark (JdbcCatalog) and pyiceberg (SqlCatalog)."""
+    """The Iceberg catalog shared by Spark and pyiceberg: JDBC (default) or REST.
 
+    jdbc: Spark's JdbcCatalog and pyiceberg's SqlCatalog on the same database.
+    rest: Spark's RESTCatalog and pyiceberg's RestCatalog on the same server, both fed
+    one property map (`uri`, `warehouse`, `prefix`, `credential`, `token`,
+    `oauth2-server-uri`, `scope`, `header.*`): the two engines spell them alike.
+    """
+
+    type: Literal["jdbc", "rest"] = "jdbc"
     name: str = "lake"
-    # "embedded" starts a private PostgreSQL under `home`; otherwise postgresql://host:port/db
-    # or sqlite:///path (single writer only: a live Spark JVM locks SQLite).
+    # jdbc: "embedded" starts a private PostgreSQL under `home`; otherwise
+    # postgresql://host:port/db or sqlite:///path (single writer only: a live Spark JVM
+    # locks SQLite). rest: the server's base URL, http(s)://host:port[/path].
     uri: str = "embedded"
     user: str | None = None
     password: SecretStr | None = None
+    # rest only: the warehouse the server should serve (a name or a location, server-defined).
+    warehouse: str | None = None
+    # rest only: a fixed path prefix; normally the server hands it out in GET /v1/config.
+    prefix: str | None = None
+    # rest only: OAuth2 client credentials "client_id:client_secret", or a ready bearer token.
+    credential: SecretStr | None = None
+    token: SecretStr | None = None
+    oauth2_server_uri: str | None = None
+    scope: str | None = None
+    # rest only: extra HTTP headers on every request (values may be secrets: masked).
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
     properties: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("uri")
-    @classmethod
-    def _known_scheme(cls, value: str) -> str:
-        if value == "embedded":
-            return value
-        scheme = urlsplit(value).scheme
-        if scheme not in ("postgresql", "sqlite"):
-            raise ValueError("must be 'embedded', postgresql://host:port/db or sqlite:///path")
-        return value
+    @model_validator(mode="after")
+    def _known_scheme(self) -> CatalogConfig:
+        scheme = urlsplit(self.uri).scheme
+        if self.type == "rest":
+            if scheme not in ("http", "https"):
+                raise ValueError("catalog.uri: a REST catalog needs an http(s):// URL")
+            return self
+        rest_only = [
+            key
+            for key in ("warehouse", "prefix", "credential", "token", "oauth2_server_uri", "scope")
+            if getattr(self, key) is not None
+        ] + (["headers"] if self.headers else [])
+        if rest_only:
+            raise ValueError(f"catalog.{rest_only[0]} applies to type rest only")
+        if self.uri != "embedded" and scheme not in ("postgresql", "sqlite"):
+            raise ValueError(
+                "catalog.uri must be 'embedded', postgresql://host:port/db or sqlite:///path"
+            )
+        return self
 
     @property
     def embedded(self) -> bool:
-        return self.uri == "embedded"
+        return self.type == "jdbc" and self.uri == "embedded"
 
 
 class WarehouseConfig(_Section):

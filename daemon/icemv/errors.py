@@ -126,3 +126,7 @@ class SourceNotRefreshedError(RefreshFailedError):
     """A source MV has never been refreshed, so there is no snapshot of it to record."""
 
     reason = "source-never-refreshed"
+
+
+class RestCatalogError(IcemvError, RuntimeError):
+    """A REST catalog answered an unexpected status; the message has the server's own words."""

@@ -6,11 +6,15 @@ aggregate), then per delta: apply it, refresh every MV incrementally (timed), th
 recompute every MV fully (timed). Prints a table and writes JSON.
 
     python -m tests.benchmarks.bench_refresh --rows 1000000,10000000 --out bench.json
+
+`BENCH_CATALOG=rest` runs the same on a REST catalog: the tests' REST server (Iceberg's
+CatalogHandlers over a JdbcCatalog on a fresh PostgreSQL database of ICEMV_TEST_POSTGRES).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -20,8 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from icemv.catalog.jdbc import ensure_namespace
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import parse_config
 from icemv.identifiers import Identifier
 from icemv.mv.lifecycle import create_mv
@@ -58,11 +62,11 @@ ROW_EXPR = [
 ]
 
 
-def _lakehouse(catalog_uri: str, workdir: Path) -> Lakehouse:
+def _lakehouse(catalog: dict[str, str], workdir: Path) -> Lakehouse:
     config = parse_config(
         {
             "home": str(workdir / "home"),
-            "catalog": {"uri": catalog_uri},
+            "catalog": catalog,
             "warehouse": {"location": str(workdir / "warehouse")},
             "spark": {"driver_memory": os.environ.get("ICEMV_BENCH_DRIVER_MEMORY", "6g"),
                       "shuffle_partitions": 8},
@@ -172,6 +176,26 @@ def print_table(results: list[dict[str, Any]]) -> None:
         )
 
 
+def _rest_catalog(workdir: Path, cleanup: contextlib.ExitStack) -> dict[str, str]:
+    """Start the tests' REST catalog server on a new database; stopped and dropped at exit."""
+    from urllib.parse import urlsplit
+
+    from tests.conftest import ADMIN_URL, create_database, drop_database, rest_catalog_section
+    from tests.support.rest_catalog import start_rest_catalog
+
+    url = create_database(ADMIN_URL)
+    cleanup.callback(drop_database, ADMIN_URL, url)
+    parts = urlsplit(url)
+    server = start_rest_catalog(
+        f"jdbc:postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}",
+        parts.username,
+        (workdir / "warehouse").as_uri(),
+        workdir / "rest-server.log",
+    )
+    cleanup.callback(server.stop)
+    return rest_catalog_section(server)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", default="1000000,10000000,50000000")
@@ -183,10 +207,19 @@ def main() -> None:
     )
     args = parser.parse_args()  # fmt: skip
     workdir = Path(tempfile.mkdtemp(prefix="icemv-bench-"))
-    lakehouse = _lakehouse(args.catalog or "embedded", workdir)
-    results: list[dict[str, Any]] = []
-    for rows in (int(r) for r in args.rows.split(",")):
-        results += run_scale(lakehouse, rows)
+    kind = os.environ.get("BENCH_CATALOG", "jdbc")
+    with contextlib.ExitStack() as cleanup:
+        if kind == "rest":
+            catalog = _rest_catalog(workdir, cleanup)
+        else:
+            catalog = {"uri": args.catalog or "embedded"}
+        lakehouse = _lakehouse(catalog, workdir)
+        results: list[dict[str, Any]] = []
+        for rows in (int(r) for r in args.rows.split(",")):
+            results += [{**row, "catalog": kind} for row in run_scale(lakehouse, rows)]
+        from icemv.engine.spark import stop_spark
+
+        stop_spark()
     print_table(results)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,17 +7,22 @@ would be locked by any live Spark JVM.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import NamespaceAlreadyExistsError
+from pyiceberg.table import Table
 from sqlalchemy.engine import URL
 
 from icemv.catalog.embedded.server import EmbeddedPostgres
+from icemv.catalog.jdbc_views import ViewStore
+from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config
+from icemv.identifiers import Identifier
+
+__all__ = ["CatalogEndpoint", "JdbcBackend", "ensure_namespace", "open_catalog", "resolve_endpoint"]
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,47 @@ def open_catalog(config: Config, endpoint: CatalogEndpoint) -> SqlCatalog:
     return SqlCatalog(config.catalog.name, **properties)
 
 
-def ensure_namespace(catalog: SqlCatalog, namespace: tuple[str, ...]) -> None:
-    with contextlib.suppress(NamespaceAlreadyExistsError):
-        catalog.create_namespace(namespace)
+class JdbcBackend:
+    """The JDBC catalog kind: pyiceberg SqlCatalog, row-based view store, Spark JdbcCatalog."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+
+    @cached_property
+    def endpoint(self) -> CatalogEndpoint:
+        return resolve_endpoint(self._config)
+
+    @cached_property
+    def catalog(self) -> SqlCatalog:
+        return open_catalog(self._config, self.endpoint)
+
+    @cached_property
+    def views(self) -> ViewStore:
+        return ViewStore(self.catalog)
+
+    @property
+    def jdbc_driver(self) -> str | None:
+        """The JDBC driver Spark needs on its class path."""
+        return "sqlite" if self.endpoint.jdbc_url.startswith("jdbc:sqlite") else "postgresql"
+
+    def spark_properties(self) -> dict[str, str]:
+        endpoint = self.endpoint
+        properties = {
+            "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+            "uri": endpoint.jdbc_url,
+            "jdbc.schema-version": "V1",
+            "warehouse": self._config.warehouse_uri,
+            # Other writers commit all the time: never serve a cached table.
+            "cache-enabled": "false",
+        }
+        if endpoint.user:
+            properties["jdbc.user"] = endpoint.user
+        if endpoint.password:
+            properties["jdbc.password"] = endpoint.password
+        return properties
+
+    def load_table(self, identifier: Identifier) -> Table:
+        return self.catalog.load_table(identifier.as_tuple())
 
 
 def _plain(value: object) -> str:

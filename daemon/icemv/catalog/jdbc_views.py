@@ -9,7 +9,6 @@ UPDATE on the metadata location.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import load_file_io
@@ -17,18 +16,14 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError, ViewAlreadyExistsError, ViewCommitConflictError
 from icemv.identifiers import Identifier
 from icemv.spec.view_metadata import ViewMetadata, decode_view_metadata, encode_view_metadata
 
+__all__ = ["LoadedView", "ViewStore"]
+
 VIEW_TYPE = "VIEW"
-
-
-@dataclass(frozen=True)
-class LoadedView:
-    identifier: Identifier
-    metadata_location: str
-    metadata: ViewMetadata
 
 
 class ViewStore:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
-from icemv.catalog.jdbc import CatalogEndpoint, open_catalog, resolve_endpoint
-from icemv.catalog.jdbc_views import ViewStore
+from icemv.catalog.backends import CatalogBackend, open_backend
+from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
 from icemv.identifiers import Identifier
 
@@ -23,22 +23,23 @@ class Lakehouse:
         self.config = config
 
     @cached_property
-    def endpoint(self) -> CatalogEndpoint:
-        return resolve_endpoint(self.config)
+    def backend(self) -> CatalogBackend:
+        """The configured catalog kind (JDBC or REST)."""
+        return open_backend(self.config)
 
-    @cached_property
-    def catalog(self) -> SqlCatalog:
-        return open_catalog(self.config, self.endpoint)
+    @property
+    def catalog(self) -> Catalog:
+        return self.backend.catalog
 
-    @cached_property
-    def views(self) -> ViewStore:
-        return ViewStore(self.catalog)
+    @property
+    def views(self) -> ViewCatalog:
+        return self.backend.views
 
     @property
     def spark(self) -> SparkSession:
         from icemv.engine.spark import spark_session
 
-        return spark_session(self.config, self.endpoint)
+        return spark_session(self.config, self.backend)
 
     @property
     def catalog_name(self) -> str:
@@ -48,7 +49,7 @@ class Lakehouse:
         return Identifier.parse(text, self.config.default_namespace, self.catalog_name)
 
     def load_table(self, identifier: Identifier) -> Table:
-        return self.catalog.load_table(identifier.as_tuple())
+        return self.backend.load_table(identifier)
 
     def table_exists(self, identifier: Identifier) -> bool:
         try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from icemv.catalog.jdbc import CatalogEndpoint
+from icemv.catalog.backends import CatalogBackend
 from icemv.config import Config
 from icemv.errors import SparkSetupError
 
@@ -59,7 +59,7 @@ def vendored_iceberg_jar() -> str:
     return jars[-1]
 
 
-def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
+def spark_conf(config: Config, backend: CatalogBackend) -> dict[str, str]:
     """Every Spark setting icemv needs; user `spark.conf` entries win."""
     spark = config.spark
     name = config.catalog.name
@@ -68,22 +68,13 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
         "spark.app.name": spark.app_name,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"{prefix}.uri": endpoint.jdbc_url,
-        f"{prefix}.jdbc.schema-version": "V1",
-        f"{prefix}.warehouse": config.warehouse_uri,
-        # Other writers commit all the time: never serve a cached table.
-        f"{prefix}.cache-enabled": "false",
+        **{f"{prefix}.{key}": value for key, value in backend.spark_properties().items()},
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": spark.driver_memory,
         "spark.sql.session.timeZone": "UTC",
     }
-    if endpoint.user:
-        conf[f"{prefix}.jdbc.user"] = endpoint.user
-    if endpoint.password:
-        conf[f"{prefix}.jdbc.password"] = endpoint.password
     if config.warehouse.on_s3:
         conf[f"{prefix}.io-impl"] = S3_FILE_IO
         conf["spark.hadoop.fs.s3.impl"] = S3A_FILE_SYSTEM
@@ -98,7 +89,8 @@ def spark_conf(config: Config, endpoint: CatalogEndpoint) -> dict[str, str]:
     # Packages may be only the AWS bundle: the runtime is still needed unless listed.
     if not jars and not any("iceberg-spark-runtime" in package for package in spark.packages):
         jars.append(vendored_iceberg_jar())
-    jars += [jar for jar in spark.jdbc_driver_jars if os.path.exists(jar)]
+    if backend.jdbc_driver is not None:
+        jars += [jar for jar in spark.jdbc_driver_jars if os.path.exists(jar)]
     jars += spark.extra_jars
     if jars:
         conf["spark.jars"] = ",".join(jars)
@@ -143,7 +135,7 @@ _session: SparkSession | None = None
 _session_lock = threading.Lock()
 
 
-def spark_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
+def spark_session(config: Config, backend: CatalogBackend) -> SparkSession:
     """The process's session, created once, completely, before any caller gets it.
 
     "Completely" means the configured Iceberg catalog plugin is loaded too: until then a
@@ -156,16 +148,16 @@ def spark_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
         return session
     with _session_lock:
         if _session is None:
-            _session = _create_session(config, endpoint)
+            _session = _create_session(config, backend)
         return _session
 
 
-def _create_session(config: Config, endpoint: CatalogEndpoint) -> SparkSession:
+def _create_session(config: Config, backend: CatalogBackend) -> SparkSession:
     from pyspark.sql import SparkSession
 
-    conf = spark_conf(config, endpoint)
+    conf = spark_conf(config, backend)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    _check_driver_jars(config)
+    _check_driver_jars(config, backend.jdbc_driver)
     _launch_jvm(launch_settings(conf))
     # A fresh builder: the shared SparkSession.builder keeps options of earlier sessions.
     builder = SparkSession.Builder()
@@ -241,9 +233,9 @@ def stop_spark() -> None:
         log.warning("spark_stop_failed", error=type(exc).__name__)
 
 
-def _check_driver_jars(config: Config) -> None:
-    uri = config.catalog.uri
-    needed = "sqlite" if uri.startswith("sqlite") else "postgresql"
+def _check_driver_jars(config: Config, needed: str | None) -> None:
+    if needed is None:
+        return
     if not any(
         needed in Path(jar).name and os.path.exists(jar) for jar in config.spark.jdbc_driver_jars
     ):

@@ -27,6 +27,8 @@ class TableCommitHint:
     timestamp_ms: int | None = None
     event_id: str | None = None
     catalog: str | None = None
+    # The warehouse id a Lakekeeper event names (its REST prefix).
+    warehouse: str | None = None
 
 
 @dataclass(frozen=True)

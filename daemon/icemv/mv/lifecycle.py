@@ -18,8 +18,8 @@ import structlog
 from pyiceberg.exceptions import NamespaceNotEmptyError, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
-from icemv.catalog.jdbc import ensure_namespace
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import MaterializedViewSpec
 from icemv.errors import (
     InvalidIdentifierError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from icemv.catalog.jdbc_views import LoadedView
 from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.views import LoadedView
 from icemv.errors import (
     DurationError,
     MaterializedViewPropertyError,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import structlog
 
+from icemv.catalog.event_scope import event_scope
 from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config, load_config
 from icemv.engine.spark import activate, session_ready
@@ -72,6 +73,7 @@ class Daemon:
             self.lakehouse.table_exists,
             self.request,
             self._definitions_changed,
+            scope=event_scope(config, self.lakehouse.backend),
         )
         self.consumer: EventConsumer | None = None
         if config.kafka.enabled:

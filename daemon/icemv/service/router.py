@@ -45,8 +45,11 @@ class EventRouter:
         table_exists: Callable[[Identifier], bool],
         request: Callable[[Identifier, str], Future[RefreshResult]],
         on_view_change: Callable[[], None],
+        scope: Callable[[str | None, str | None], str | None] | None = None,
     ) -> None:
         self._catalog_name = catalog_name
+        # (catalog, warehouse) of an event -> skip reason; default: the catalog name only.
+        self._scope = scope
         self._index = index
         self._metrics = metrics
         self._table_exists = table_exists
@@ -75,9 +78,13 @@ class EventRouter:
             self._dedup.remember(hint)
             self._metrics.record_event(hint.format, "view-change")
             return []
-        if hint.catalog not in (None, self._catalog_name):
+        if self._scope is not None:
+            skip = self._scope(hint.catalog, hint.warehouse)
+        else:
+            skip = "other-catalog" if hint.catalog not in (None, self._catalog_name) else None
+        if skip is not None:
             self._dedup.remember(hint)
-            self._metrics.record_event(hint.format, "other-catalog")
+            self._metrics.record_event(hint.format, skip)
             return []
         try:
             table = Identifier(tuple(hint.namespace), hint.name)

@@ -2,6 +2,10 @@
 
 pyiceberg's view model drops `storage-table`, and other engines add fields we do not know:
 every object keeps the JSON keys it does not model in `extra` and writes them back unchanged.
+
+REST catalog servers built on Iceberg's handlers drop `storage-table` too, so writers also
+put the pointer in the view property `icemv.storage-table` (the same JSON object as a
+string), and the decoder falls back to that property for the current version.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any
 
 from icemv.errors import ViewMetadataError
 from icemv.identifiers import Identifier
+
+STORAGE_TABLE_PROPERTY = "icemv.storage-table"
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,9 @@ class ViewMetadata:
             versions=(*self.versions, version),
             version_log=(*self.version_log, (now, version_id)),
             schemas=(*self.schemas, {**schema, "schema-id": schema_id}),
-            properties=dict(properties) if properties is not None else self.properties,
+            properties=with_storage_property(
+                properties if properties is not None else self.properties, storage_table
+            ),
         )
 
 
@@ -134,8 +142,41 @@ def new_view_metadata(
         versions=(version,),
         version_log=((now, 1),),
         schemas=({**schema, "schema-id": 0},),
-        properties=dict(properties),
+        properties=with_storage_property(properties, storage_table),
     )
+
+
+def with_storage_property(
+    properties: Mapping[str, str], storage_table: Identifier | None
+) -> dict[str, str]:
+    """`properties` with `icemv.storage-table` set to `storage_table` (removed when None)."""
+    updated = {k: v for k, v in properties.items() if k != STORAGE_TABLE_PROPERTY}
+    if storage_table is not None:
+        updated[STORAGE_TABLE_PROPERTY] = json.dumps(
+            _storage_json(storage_table), separators=(",", ":")
+        )
+    return updated
+
+
+def storage_from_property(properties: Mapping[str, str]) -> Identifier | None:
+    """The pointer kept in the view property, or None when absent or unreadable."""
+    text = properties.get(STORAGE_TABLE_PROPERTY)
+    if text is None:
+        return None
+    try:
+        raw = json.loads(text)
+        namespace, name = raw["namespace"], raw["name"]
+    except (json.JSONDecodeError, TypeError, KeyError):
+        return None
+    if not (isinstance(name, str) and isinstance(namespace, list)):
+        return None
+    if not all(isinstance(part, str) for part in namespace):
+        return None
+    return Identifier(tuple(namespace), name)
+
+
+def _storage_json(storage_table: Identifier) -> dict[str, Any]:
+    return {"namespace": list(storage_table.namespace), "name": storage_table.name}
 
 
 def _now_ms() -> int:
@@ -171,7 +212,15 @@ def decode_view_metadata(data: bytes) -> ViewMetadata:
         data = gzip.decompress(data)
     try:
         raw = json.loads(data)
-        return ViewMetadata(
+    except json.JSONDecodeError as exc:
+        raise ViewMetadataError(f"unreadable view metadata: {exc!r}") from exc
+    return view_metadata_from_json(raw)
+
+
+def view_metadata_from_json(raw: Any) -> ViewMetadata:
+    """Metadata from its parsed JSON (a REST response carries it inline)."""
+    try:
+        metadata = ViewMetadata(
             view_uuid=raw["view-uuid"],
             format_version=raw["format-version"],
             location=raw["location"],
@@ -182,8 +231,24 @@ def decode_view_metadata(data: bytes) -> ViewMetadata:
             properties=raw.get("properties", {}),
             extra={k: v for k, v in raw.items() if k not in _METADATA_KEYS},
         )
-    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise ViewMetadataError(f"unreadable view metadata: {exc!r}") from exc
+    return _storage_from_property_if_dropped(metadata)
+
+
+def _storage_from_property_if_dropped(metadata: ViewMetadata) -> ViewMetadata:
+    """Fill the current version's pointer from the property when a catalog dropped the field."""
+    current = metadata.current_version
+    if current.storage_table is not None:
+        return metadata
+    storage = storage_from_property(metadata.properties)
+    if storage is None:
+        return metadata
+    versions = tuple(
+        replace(v, storage_table=storage) if v.version_id == current.version_id else v
+        for v in metadata.versions
+    )
+    return replace(metadata, versions=versions)
 
 
 def _decode_version(raw: Mapping[str, Any]) -> ViewVersion:
@@ -228,6 +293,11 @@ def encode_view_metadata(metadata: ViewMetadata) -> bytes:
     return json.dumps(raw, indent=2).encode()
 
 
+def encode_view_version(version: ViewVersion) -> dict[str, Any]:
+    """One version's JSON, as a REST create or add-view-version request carries it."""
+    return _encode_version(version)
+
+
 def _encode_version(version: ViewVersion) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "version-id": version.version_id,
@@ -243,9 +313,6 @@ def _encode_version(version: ViewVersion) -> dict[str, Any]:
     if version.default_catalog is not None:
         raw["default-catalog"] = version.default_catalog
     if version.storage_table is not None:
-        raw["storage-table"] = {
-            "namespace": list(version.storage_table.namespace),
-            "name": version.storage_table.name,
-        }
+        raw["storage-table"] = _storage_json(version.storage_table)
     raw.update(version.extra)
     return raw

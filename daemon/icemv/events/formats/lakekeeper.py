@@ -82,6 +82,7 @@ def parse_lakekeeper(
             snapshot_id=snapshot_id,
             timestamp_ms=timestamp_ms,
             event_id=event_id,
+            warehouse=optional_str(attributes, "warehouse-id"),
         )
     ]
 

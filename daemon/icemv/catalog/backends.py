@@ -1,0 +1,47 @@
+"""Choose the catalog kind by `catalog.type`; each kind is a sibling module.
+
+A backend gives icemv four things: the pyiceberg catalog (tables, namespaces, commits),
+a `ViewCatalog`, the Spark catalog properties (under `spark.sql.catalog.<name>.`), and
+table loads (a kind may make them cheaper, as REST does with ETags).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from icemv.catalog.views import ViewCatalog
+from icemv.config import Config
+from icemv.identifiers import Identifier
+
+
+class CatalogBackend(Protocol):
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def views(self) -> ViewCatalog: ...
+
+    @property
+    def jdbc_driver(self) -> str | None:
+        """The JDBC driver (postgresql / sqlite) Spark's catalog needs, if any."""
+        ...
+
+    def spark_properties(self) -> dict[str, str]:
+        """Properties of Spark's SparkCatalog, without the `spark.sql.catalog.<name>.` prefix."""
+        ...
+
+    def load_table(self, identifier: Identifier) -> Table: ...
+
+
+def open_backend(config: Config) -> CatalogBackend:
+    """The backend for `config.catalog.type`; nothing connects until first use."""
+    if config.catalog.type == "rest":
+        from icemv.catalog.rest import RestBackend
+
+        return RestBackend(config)
+    from icemv.catalog.jdbc import JdbcBackend
+
+    return JdbcBackend(config)
