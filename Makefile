@@ -37,6 +37,7 @@ demo: install system-deps
 lint: install
 	$(BIN)/ruff check daemon tests
 	$(BIN)/ruff format --check daemon tests
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format daemon tests

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.model import load_materialized_view
-from icemv.refresh.resolver import CatalogReads
 from icemv.sql.pinning import pin_sources
 
 

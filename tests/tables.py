@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.table import Table
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 
 TRIPS = pa.schema(
     [

@@ -8,7 +8,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import (
     NoSuchViewError,
     NotAMaterializedViewError,
@@ -16,6 +15,7 @@ from icemv.errors import (
     ViewCommitConflictError,
 )
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import history_as_6420, latest_refresh, refresh_history
 from icemv.mv.model import list_materialized_views, load_materialized_view

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from icemv.catalog.jdbc import ensure_namespace
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.cli.main import main
 from icemv.config import Config, load_config
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from tests.tables import create_trips
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,10 +15,10 @@ import pytest
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config
 from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from kafka import KafkaProducer
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config
 from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.history import refresh_history
 from icemv.mv.lifecycle import create_mv
 from tests.kafka_broker import TansuBroker, free_port

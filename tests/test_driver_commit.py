@@ -8,8 +8,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import FullRefreshRequiredError, StorageCommitConflictError
+from icemv.lakehouse import Lakehouse
 from icemv.refresh.commit.driver import commit_rows
 from icemv.refresh.patch.model import live_data_files
 from icemv.refresh.patch.row_images import rewrite_row_images

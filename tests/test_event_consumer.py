@@ -29,12 +29,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import KafkaConfig
 from icemv.errors import BadEventError
 from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.events.parse import parse_event
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.refresh.result import RefreshResult
 from icemv.service.consumer import HANDLER_ERROR, EventConsumer
 from icemv.service.dead_letter import HEADER_PREFIX

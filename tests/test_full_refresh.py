@@ -8,10 +8,10 @@ import json
 import pytest
 from pyiceberg.exceptions import NoSuchTableError
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import MaterializedViewSpec
 from icemv.errors import StorageCommitConflictError, ViewSqlError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import apply_declared, create_mv, drop_mv, replace_mv

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from icemv.catalog.jdbc import ensure_namespace
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from tests.oracle import assert_matches_oracle, spark_writes_only

@@ -12,8 +12,8 @@ import pytest
 from pyiceberg.table import Table
 
 import icemv.refresh.incremental as incremental
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from icemv.catalog.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.explain import explain_analysis, render_explain
-from icemv.refresh.resolver import CatalogReads
 from icemv.sql.analysis import AggregateAnalysis, NotMaintainable, analyse
 
 SCHEMA = pa.schema([("id", pa.int64()), ("vendor", pa.string()), ("fare", pa.float64())])

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.history import refresh_history
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.maintenance import maintain_storage

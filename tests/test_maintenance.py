@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 from pyiceberg.table import Table
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import SourceSchemaIncompatibleError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh, refresh_history
 from icemv.mv.lifecycle import create_mv

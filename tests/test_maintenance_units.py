@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.table import Table
 
-from icemv.catalog.lakehouse import Lakehouse
+from icemv.lakehouse import Lakehouse
 from icemv.mv.compatibility import lost_columns, referenced_columns
 from icemv.mv.maintenance.branches import private_branches, remove_leftover_branches
 from icemv.mv.maintenance.expiry import Retention, expire_storage, snapshots_to_keep

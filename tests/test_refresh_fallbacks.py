@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import RefreshFailedError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv

@@ -8,11 +8,11 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import OAuthError
 
 from icemv.catalog.event_scope import event_scope
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.catalog.rest import RestBackend
 from icemv.config import Config, parse_config
 from icemv.errors import NotAMaterializedViewError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.lifecycle import apply_declared, create_mv, drop_mv, replace_mv
 from icemv.mv.model import list_materialized_views, load_materialized_view

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from tests.oracle import assert_matches_oracle
 from tests.tables import append_trips, create_trips

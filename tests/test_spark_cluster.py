@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config
 from icemv.engine.spark import stop_spark
+from icemv.lakehouse import Lakehouse
 from tests.support.spark_cluster import SparkCluster
 from tests.test_daemon import test_poll_only_mode_and_manual_refresh as daemon_refresh_case
 from tests.test_incremental_refresh import (

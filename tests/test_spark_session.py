@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from tests.tables import append_trips, create_trips
@@ -32,7 +32,7 @@ CONCURRENT = 6
 CHILD = textwrap.dedent(
     """
     import json, sys, threading
-    from icemv.catalog.lakehouse import Lakehouse
+    from icemv.lakehouse import Lakehouse
     from icemv.config import load_config
     from icemv.engine import spark as engine
     from icemv.identifiers import Identifier

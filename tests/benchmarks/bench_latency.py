@@ -21,11 +21,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config, parse_config
 from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.events.publisher import CommitEventPublisher
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.history import refresh_history
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv

@@ -24,16 +24,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import parse_config
 from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.full import full_refresh
 from icemv.refresh.plan import plan_refresh
 from icemv.refresh.policy import refresh_mv
-from icemv.refresh.resolver import CatalogReads
 
 SHAPES = {
     "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",

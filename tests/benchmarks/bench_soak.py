@@ -29,9 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import parse_config
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.maintenance import maintain_storage
 from icemv.mv.maintenance.expiry import Retention, expire_storage

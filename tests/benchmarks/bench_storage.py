@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from icemv.catalog.jdbc import ensure_namespace
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import parse_config
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.full import full_refresh

@@ -7,8 +7,8 @@ import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import FullRefreshRequiredError
+from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.classify import classify_change
 from icemv.spec.refresh_state import SourceState
 

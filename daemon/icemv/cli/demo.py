@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 import time
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.cli.demo_data import PICKUP_AGG, PICKUP_AGG_SQL, append_taxis, ensure_taxis
 from icemv.config import Config
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh, refresh_history
 from icemv.mv.lifecycle import create_mv

@@ -10,8 +10,8 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
 from icemv.catalog.jdbc import ensure_namespace
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 
 TAXIS = Identifier(("nyc",), "taxis")
 PICKUP_AGG = Identifier(("nyc",), "pickup_agg")

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config, load_config, masked_dump
 from icemv.errors import ConfigError, IcemvError
+from icemv.lakehouse import Lakehouse
 from icemv.logs import configure_logging
 
 

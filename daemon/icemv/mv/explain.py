@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from icemv.catalog.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, MaterializedView
-from icemv.refresh.resolver import CatalogReads
 from icemv.sql.analysis import IvmAnalysis, NotMaintainable, RowsAnalysis, analyse
 
 CHANGE_SETS = (

@@ -17,10 +17,10 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
 
-from icemv.catalog.jdbc_views import LoadedView
-from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.compatibility import lost_columns
 from icemv.mv.history import RefreshRecord, latest_refresh
 from icemv.mv.model import MaterializedView

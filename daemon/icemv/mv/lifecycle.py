@@ -18,7 +18,6 @@ import structlog
 from pyiceberg.exceptions import NamespaceNotEmptyError, NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import MaterializedViewSpec
 from icemv.errors import (
@@ -28,13 +27,13 @@ from icemv.errors import (
     ViewSqlError,
 )
 from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.model import (
     MaterializedView,
     list_materialized_views,
     load_materialized_view,
     validate_properties,
 )
-from icemv.refresh.resolver import CatalogReads
 from icemv.spec.partitioning import PartitionField, check_source_type, parse_partition_field
 from icemv.spec.view_metadata import new_view_metadata
 from icemv.sql.parse import duplicate_names, parse_query, unnamed_output_columns

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.catalog.views import LoadedView
 from icemv.errors import (
     DurationError,
@@ -14,6 +13,7 @@ from icemv.errors import (
     NotAMaterializedViewError,
 )
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.spec.durations import parse_duration
 from icemv.spec.view_metadata import ViewVersion
 

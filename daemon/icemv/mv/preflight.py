@@ -18,7 +18,6 @@ from contextlib import contextmanager
 import structlog
 from pyiceberg.exceptions import NoSuchTableError
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import (
     NoSuchViewError,
     SourceNotRefreshedError,
@@ -26,6 +25,7 @@ from icemv.errors import (
     ViewSqlError,
 )
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.compatibility import lost_columns
 from icemv.mv.maintenance.branches import remove_leftover_branches
 from icemv.mv.model import load_materialized_view

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from icemv.catalog.lakehouse import Lakehouse
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.history import history_as_6420, refresh_history
 from icemv.mv.model import MaterializedView

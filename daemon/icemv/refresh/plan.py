@@ -17,10 +17,10 @@ from pyiceberg.table.snapshots import Snapshot
 
 from icemv.errors import FullRefreshRequiredError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads
 from icemv.mv.history import RefreshRecord
 from icemv.mv.model import MaterializedView
 from icemv.refresh.changes.classify import SourceChange, classify_change
-from icemv.refresh.resolver import CatalogReads
 from icemv.spec.refresh_state import RefreshState
 from icemv.spec.summary import TOTAL_RECORDS, RefreshReason, summary_of
 from icemv.sql.analysis import MaintainableAnalysis, NotMaintainable, analyse

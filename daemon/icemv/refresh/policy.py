@@ -17,16 +17,15 @@ import time
 
 import structlog
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import FullRefreshRequiredError, RefreshFailedError, StorageCommitConflictError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_materialized_view
 from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incremental import incremental_refresh
 from icemv.refresh.plan import plan_incremental, plan_refresh
-from icemv.refresh.resolver import CatalogReads
 from icemv.refresh.result import RefreshResult
 from icemv.spec.summary import RefreshMode, RefreshReason
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import structlog
 
 from icemv.catalog.event_scope import event_scope
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import Config, load_config
 from icemv.engine.spark import activate, session_ready
 from icemv.errors import ConfigError, InvalidIdentifierError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.history import commit_to_fresh_seconds, latest_refresh
 from icemv.mv.lifecycle import apply_declared
 from icemv.refresh.policy import refresh_mv

@@ -23,10 +23,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import MaintenanceConfig
 from icemv.errors import DurationError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.maintenance import maintain_storage
 from icemv.mv.maintenance.branches import remove_leftover_branches

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.model import MaterializedView, list_materialized_views
-from icemv.refresh.resolver import CatalogReads
 from icemv.sql.pinning import pin_sources
 
 log = structlog.get_logger(__name__)

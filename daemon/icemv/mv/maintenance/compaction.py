@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import MaintenanceConfig
+from icemv.lakehouse import Lakehouse
 from icemv.mv.maintenance.upkeep import maintain_storage
 from icemv.mv.model import MaterializedView, list_materialized_views
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 
-from icemv.catalog.lakehouse import Lakehouse
 from icemv.config import MaintenanceConfig
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.maintenance.branches import remove_leftover_branches
 from icemv.mv.maintenance.expiry import Retention, expire_storage

@@ -19,7 +19,7 @@ from icemv.identifiers import Identifier, quote_part
 from icemv.spec.summary import PRIVATE_BRANCH_PREFIX
 
 if TYPE_CHECKING:
-    from icemv.catalog.lakehouse import Lakehouse
+    from icemv.lakehouse import Lakehouse
 
 log = structlog.get_logger(__name__)
 

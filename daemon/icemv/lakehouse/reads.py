@@ -12,10 +12,10 @@ from __future__ import annotations
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
-from icemv.catalog.jdbc_views import LoadedView
-from icemv.catalog.lakehouse import Lakehouse
+from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError
 from icemv.identifiers import Identifier
+from icemv.lakehouse.handles import Lakehouse
 from icemv.sql.sources import TableInfo, ViewInfo
 
 

@@ -1,0 +1,11 @@
+"""What a command or the daemon works with: the catalog, its views and Spark, opened lazily.
+
+This is where catalog access and the engine meet, above both: `Lakehouse` hands out the
+configured catalog backend, its view store and the SparkSession; `CatalogReads` loads each
+table and view at most once for one refresh (and answers the pure SQL passes' look-ups).
+"""
+
+from icemv.lakehouse.handles import Lakehouse
+from icemv.lakehouse.reads import CatalogReads
+
+__all__ = ["CatalogReads", "Lakehouse"]
