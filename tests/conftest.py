@@ -19,7 +19,7 @@ import pytest
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config, parse_config
 from icemv.lakehouse import Lakehouse
-from tests.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
+from tests.support.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
 from tests.support.rest_catalog import RestCatalogServer, start_rest_catalog
 from tests.support.s3 import JARS_WHEEL, S3Server, s3_test_jars, start_moto
 

@@ -21,7 +21,7 @@ from icemv.cli.main import main
 from icemv.config import Config, load_config
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from tests.tables import create_trips
+from tests.support.tables import create_trips
 
 REPO = Path(__file__).resolve().parents[1]
 

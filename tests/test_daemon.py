@@ -3,89 +3,37 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaProducer
-from prometheus_client.parser import text_string_to_metric_families
 
 from icemv.config import Config
 from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.mv.freshness import assess_freshness
 from icemv.mv.lifecycle import create_mv
-from icemv.mv.model import load_materialized_view
-from icemv.service.daemon import Daemon
 from tests.conftest import CATALOG_KINDS
-from tests.kafka_broker import TansuBroker
-from tests.oracle import assert_matches_oracle
+from tests.support.daemon import (
+    RunningDaemon,
+    daemon_config,
+    is_fresh,
+    kafka_settings,
+    metric,
+    wait_for,
+)
+from tests.support.kafka_broker import TansuBroker
+from tests.support.oracle import assert_matches_oracle
 from tests.support.s3 import STORAGE_KINDS
-from tests.tables import append_trips, create_trips
+from tests.support.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
 
 ROWS = [(1, "a", 10.0, None), (2, "b", 5.0, None)]
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def metric(port: int, name: str, labels: dict[str, str]) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
-
-
-class RunningDaemon:
-    def __init__(self, config: Config) -> None:
-        self.daemon = Daemon(config)
-        self.thread = threading.Thread(target=self.daemon.run, daemon=True)
-
-    def __enter__(self) -> Daemon:
-        self.thread.start()
-        wait_for(self.daemon.ready.is_set, 60, "daemon ready")
-        return self.daemon
-
-    def __exit__(self, *exc: object) -> None:
-        self.daemon.stop()
-        self.thread.join(90)
-        assert not self.thread.is_alive(), "daemon did not stop"
-
-
-def kafka_settings(broker: TansuBroker, topic: str) -> dict[str, Any]:
-    """A fresh consumer group on `topic` that reads from the start and joins quickly."""
-    return {
-        "bootstrap_servers": [broker.bootstrap],
-        "topics": [topic],
-        "group_id": f"g-{topic}",
-        "auto_offset_reset": "earliest",
-        "session_timeout_ms": 6000,
-    }
-
-
-def daemon_config(base: Config, **sections: Any) -> Config:
-    update: dict[str, Any] = {"metrics": base.metrics.model_copy(update={"port": 0})}
-    for name, values in sections.items():
-        update[name] = getattr(base, name).model_copy(update=values)
-    return base.model_copy(update=update)
 
 
 @pytest.fixture
@@ -104,10 +52,6 @@ def producer(kafka_broker: TansuBroker) -> Iterator[KafkaProducer]:
 
 def storage_identifier(mv: Identifier) -> Identifier:
     return Identifier(mv.namespace, f"{mv.name}__storage")
-
-
-def is_fresh(lakehouse: Lakehouse, mv: Identifier) -> bool:
-    return assess_freshness(lakehouse, load_materialized_view(lakehouse, mv)).state == "fresh"
 
 
 def trips_and_mv(lakehouse: Lakehouse, namespace: str) -> tuple[str, Identifier]:

@@ -24,10 +24,10 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import refresh_history
 from icemv.mv.lifecycle import create_mv
-from tests.kafka_broker import TansuBroker, free_port
-from tests.oracle import assert_matches_oracle
-from tests.tables import append_trips, create_trips
-from tests.test_daemon import RunningDaemon, daemon_config, is_fresh, kafka_settings, wait_for
+from tests.support.daemon import RunningDaemon, daemon_config, is_fresh, kafka_settings, wait_for
+from tests.support.kafka_broker import TansuBroker, free_port
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

@@ -40,8 +40,8 @@ from icemv.service.consumer import HANDLER_ERROR, EventConsumer
 from icemv.service.dead_letter import HEADER_PREFIX
 from icemv.service.metrics import Metrics
 from icemv.service.router import EventRouter
-from tests.kafka_broker import TansuBroker
-from tests.tables import create_trips
+from tests.support.kafka_broker import TansuBroker
+from tests.support.tables import create_trips
 from tests.test_commit_events import VALID_EVENTS, header_lists, json_values, mutated
 
 pytestmark = [pytest.mark.postgres]

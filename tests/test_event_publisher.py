@@ -23,7 +23,7 @@ from icemv.events.hints import TableCommitHint, ViewChangeHint
 from icemv.events.kafka import kafka_client_kwargs
 from icemv.events.parse import parse_event
 from icemv.events.publisher import CommitEventPublisher, publish_commit_event
-from tests.kafka_broker import TansuBroker, free_port, kafka_broker  # noqa: F401
+from tests.support.kafka_broker import TansuBroker, free_port, kafka_broker  # noqa: F401
 
 TABLE_UUID = "6891e4cd-ebac-4e4a-b511-dd3bcb3b6798"
 

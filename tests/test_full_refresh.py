@@ -19,8 +19,8 @@ from icemv.mv.model import load_materialized_view
 from icemv.refresh.commit.spark_write import overwrite_storage
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.record import commit_properties
-from tests.oracle import assert_matches_oracle
-from tests.tables import append_trips, create_trips
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

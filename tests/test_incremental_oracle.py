@@ -21,8 +21,8 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
-from tests.oracle import assert_matches_oracle, spark_writes_only
-from tests.tables import append_trips, create_trips, equality_delete
+from tests.support.oracle import assert_matches_oracle, spark_writes_only
+from tests.support.tables import append_trips, create_trips, equality_delete
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

@@ -19,8 +19,8 @@ from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from tests.conftest import CATALOG_KINDS
-from tests.oracle import assert_matches_oracle, spark_writes_only
-from tests.tables import append_trips, create_trips, equality_delete
+from tests.support.oracle import assert_matches_oracle, spark_writes_only
+from tests.support.tables import append_trips, create_trips, equality_delete
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
 

@@ -36,8 +36,8 @@ from icemv.mv.model import load_materialized_view
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.record import REFRESH_ID_KEY
 from icemv.spec.refresh_state import REFRESH_STATE_KEY
-from tests.oracle import assert_matches_oracle
-from tests.tables import append_trips, create_trips
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import append_trips, create_trips
 from tests.test_maintenance import with_maintenance
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]

@@ -26,8 +26,8 @@ from icemv.refresh.policy import refresh_mv
 from icemv.service.metrics import Metrics
 from icemv.service.source_index import IndexSnapshot, dependency_order
 from icemv.spec.refresh_state import REFRESH_STATE_KEY
-from tests.oracle import assert_matches_oracle, spark_writes_only
-from tests.tables import append_trips, create_trips
+from tests.support.oracle import assert_matches_oracle, spark_writes_only
+from tests.support.tables import append_trips, create_trips
 
 D1 = dt.date(2024, 1, 1)
 ROWS = [(1, "a", 10.0, D1), (2, "b", 5.0, D1), (3, "a", None, D1)]
@@ -246,7 +246,7 @@ def test_dropped_source_column_is_a_reported_failure(lakehouse: Lakehouse, names
 @pytest.mark.spark
 @pytest.mark.postgres
 def test_daemon_cleans_up_at_start_and_on_schedule(lakehouse: Lakehouse, namespace: str) -> None:
-    from tests.test_daemon import RunningDaemon, daemon_config, wait_for
+    from tests.support.daemon import RunningDaemon, daemon_config, wait_for
 
     create_trips(lakehouse, namespace, rows=ROWS)
     inner = _mv(lakehouse, namespace)

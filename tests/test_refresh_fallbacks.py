@@ -15,8 +15,8 @@ from icemv.mv.lifecycle import create_mv
 from icemv.mv.maintenance import compact_storage
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.policy import refresh_mv
-from tests.oracle import assert_matches_oracle
-from tests.tables import append_trips, create_trips
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

@@ -19,10 +19,10 @@ from icemv.mv.model import list_materialized_views, load_materialized_view
 from icemv.refresh.policy import refresh_mv
 from icemv.spec.view_metadata import STORAGE_TABLE_PROPERTY
 from tests.conftest import rest_catalog_section
-from tests.oracle import assert_matches_oracle
+from tests.support.oracle import assert_matches_oracle
 from tests.support.rest_catalog import RestCatalogServer
-from tests.tables import append_trips, create_trips
-from tests.tables import trips as trips_rows
+from tests.support.tables import append_trips, create_trips
+from tests.support.tables import trips as trips_rows
 
 pytestmark = [
     pytest.mark.spark,

@@ -21,8 +21,8 @@ from icemv.config import Config
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
-from tests.oracle import assert_matches_oracle
-from tests.tables import append_trips, create_trips
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

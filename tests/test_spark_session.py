@@ -22,7 +22,7 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
-from tests.tables import append_trips, create_trips
+from tests.support.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 

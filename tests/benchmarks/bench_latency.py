@@ -36,7 +36,7 @@ from icemv.service.router import EventRouter
 from icemv.service.scheduler import RefreshScheduler
 from icemv.service.source_index import SourceIndex
 from tests.benchmarks.bench_refresh import ROW_EXPR
-from tests.kafka_broker import TansuBroker
+from tests.support.kafka_broker import TansuBroker
 
 NAMESPACE = "latency"
 MV_SQL = "SELECT day, vendor, count(*) AS n, sum(fare) AS s FROM base GROUP BY day, vendor"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.kafka_broker import free_port
+from tests.support.kafka_broker import free_port
 
 HOST = "127.0.0.1"
 

@@ -2,7 +2,7 @@
 
 A conftest or test module enables the session fixture with::
 
-    from tests.kafka_broker import kafka_broker  # noqa: F401
+    from tests.support.kafka_broker import kafka_broker  # noqa: F401
 
 The session broker is shared: give each test its own topics (`create_topic`), and start a
 private `TansuBroker` for a test that calls `restart()` or `stop()`.
