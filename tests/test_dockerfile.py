@@ -33,7 +33,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from icemv.cli.main import build_parser
+from icemv.cli.parser import build_parser
 from icemv.config import Config
 
 ROOT = Path(__file__).resolve().parents[1]

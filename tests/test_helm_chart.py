@@ -27,7 +27,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 import icemv.refresh.policy
-from icemv.cli.main import build_parser
+from icemv.cli.parser import build_parser
 from icemv.config import Config, MaterializedViewSpec, load_config, parse_config
 from icemv.service.metrics import METRIC_NAMES, Metrics
 from icemv.spec.summary import RefreshReason

@@ -1,0 +1,109 @@
+"""The argument parser of `icemv`: every command, its options and its handler."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+from icemv.cli.commands import (
+    cmd_apply,
+    cmd_config_show,
+    cmd_demo,
+    cmd_emit,
+    cmd_mv_compact,
+    cmd_mv_create,
+    cmd_mv_drop,
+    cmd_mv_explain,
+    cmd_mv_list,
+    cmd_mv_replace,
+    cmd_mv_show,
+    cmd_refresh,
+    cmd_run,
+    cmd_status,
+)
+from icemv.config import Config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="icemv", description=__doc__)
+    parser.add_argument(
+        "--config", "-c", default=os.environ.get("ICEMV_CONFIG"), help="YAML config file"
+    )
+    parser.add_argument("--debug", action="store_true", help="print the full traceback of an error")
+    commands = parser.add_subparsers(dest="command", required=True)
+    # `icemv run --config F` and `icemv --config F run` both work.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", "-c", default=argparse.SUPPRESS, help="YAML config file")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+
+    def add(
+        group: Any, name: str, handler: Callable[[Config, argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = group.add_parser(name, help=help, parents=[common])
+        sub.set_defaults(handler=handler)
+        return sub
+
+    config_cmd = commands.add_parser("config", help="configuration").add_subparsers(
+        dest="config_command", required=True
+    )
+    add(config_cmd, "show", cmd_config_show, "print the effective config, secrets masked")
+
+    mv = commands.add_parser("mv", help="materialized views").add_subparsers(
+        dest="mv_command", required=True
+    )
+    create = add(mv, "create", cmd_mv_create, "create a materialized view")
+    create.add_argument("name")
+    create.add_argument("--sql", required=True)
+    create.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument("--partition-by", action="append", default=[], metavar="EXPR")
+    replace = add(mv, "replace", cmd_mv_replace, "replace the definition (new view version)")
+    replace.add_argument("name")
+    replace.add_argument("--sql", required=True)
+    replace.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    add(mv, "drop", cmd_mv_drop, "drop the view and its storage table").add_argument("name")
+    add(mv, "list", cmd_mv_list, "list materialized views")
+    show = add(mv, "show", cmd_mv_show, "definition, freshness, sources and refresh history")
+    show.add_argument("name")
+    show.add_argument("--format", choices=["text", "json"], default="text")
+
+    explain = add(mv, "explain", cmd_mv_explain, "is it maintained incrementally, how, or why not")
+    explain.add_argument("name")
+    explain.add_argument("--format", choices=["text", "json"], default="text")
+    add(
+        mv, "compact", cmd_mv_compact, "compact the storage table, expire old snapshots"
+    ).add_argument("name")
+
+    refresh = add(commands, "refresh", cmd_refresh, "refresh one materialized view now")
+    refresh.add_argument("name")
+    refresh.add_argument("--full", action="store_true", help="recompute even if fresh")
+    status = add(commands, "status", cmd_status, "state and staleness of every MV")
+    status.add_argument("--format", choices=["text", "json"], default="text")
+    apply = add(commands, "apply", cmd_apply, "create/replace the MVs declared in config")
+    apply.add_argument(
+        "--prune", action="store_true", help="drop config-managed MVs no longer declared"
+    )
+    add(commands, "run", cmd_run, "run the daemon: events and polls keep every MV fresh")
+    emit = add(
+        commands, "emit", cmd_emit, "publish icemv's commit event for a table's current snapshot"
+    )
+    emit.add_argument("table")
+    emit.add_argument("--topic", help="default: the first of kafka.topics")
+    emit.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for the broker's ack"
+    )
+    demo = add(
+        commands, "demo", cmd_demo, "demo lakehouse: the daemon keeps an MV fresh as rows arrive"
+    )
+    demo.add_argument(
+        "--seconds", type=float, default=30.0, help="how long to run (0: until Ctrl-C)"
+    )
+    demo.add_argument("--interval", type=float, default=5.0, help="seconds between commits")
+    demo.add_argument(
+        "--max-seconds",
+        type=float,
+        default=300.0,
+        help="keep writing past --seconds until an incremental refresh shows, up to this",
+    )
+    return parser
