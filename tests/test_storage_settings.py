@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import make_url
 
+from icemv.catalog.backends import open_backend
 from icemv.catalog.jdbc import resolve_endpoint
 from icemv.config import parse_config
 from icemv.engine.spark import S3_FILE_IO, launch_settings, spark_conf
@@ -63,7 +64,7 @@ def s3_config(**spark: object) -> dict[str, object]:
 
 def test_an_s3_warehouse_configures_both_file_systems_from_one_set_of_properties() -> None:
     config = parse_config(s3_config(extra_jars=["/jars/aws-bundle.jar"]))
-    conf = spark_conf(config, resolve_endpoint(config))
+    conf = spark_conf(config, open_backend(config))
     assert conf["spark.sql.catalog.lake.io-impl"] == S3_FILE_IO
     assert conf["spark.sql.catalog.lake.warehouse"] == "s3://bucket/wh"
     assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://127.0.0.1:9000"
@@ -78,13 +79,13 @@ def test_an_s3_warehouse_configures_both_file_systems_from_one_set_of_properties
 
 def test_a_local_warehouse_gets_no_s3_settings() -> None:
     config = parse_config({"catalog": {"uri": "postgresql://db/lake"}})
-    conf = spark_conf(config, resolve_endpoint(config))
+    conf = spark_conf(config, open_backend(config))
     assert not any("s3" in key for key in conf)
 
 
 def test_only_launch_settings_reach_the_command_line() -> None:
     config = parse_config(s3_config(packages=["org.apache.iceberg:iceberg-aws-bundle:1.10.2"]))
-    conf = spark_conf(config, resolve_endpoint(config))
+    conf = spark_conf(config, open_backend(config))
     launch = launch_settings(conf)
     secrets = {
         "spark.sql.catalog.lake.jdbc.password",
@@ -102,15 +103,15 @@ def test_only_launch_settings_reach_the_command_line() -> None:
 def test_a_secret_looking_launch_setting_is_refused() -> None:
     config = parse_config(s3_config(conf={"spark.driver.keystore.password": "x"}))
     with pytest.raises(SparkSetupError, match=r"spark\.driver\.keystore\.password looks secret"):
-        launch_settings(spark_conf(config, resolve_endpoint(config)))
+        launch_settings(spark_conf(config, open_backend(config)))
 
 
 def test_the_aws_bundle_as_a_package_keeps_the_iceberg_runtime() -> None:
     bundle = "org.apache.iceberg:iceberg-aws-bundle:1.10.2"
     config = parse_config(s3_config(iceberg_jar=None, packages=[bundle]))
-    conf = spark_conf(config, resolve_endpoint(config))
+    conf = spark_conf(config, open_backend(config))
     assert conf["spark.jars.packages"] == bundle
     assert "iceberg-spark-runtime-3.5_2.12-" in conf["spark.jars"]
     runtime = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
     config = parse_config(s3_config(iceberg_jar=None, packages=[runtime, bundle]))
-    assert "spark.jars" not in spark_conf(config, resolve_endpoint(config))
+    assert "spark.jars" not in spark_conf(config, open_backend(config))
