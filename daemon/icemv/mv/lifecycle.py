@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -27,17 +26,16 @@ from icemv.errors import (
     ViewSqlError,
 )
 from icemv.identifiers import Identifier
-from icemv.lakehouse import CatalogReads, Lakehouse
+from icemv.lakehouse import Lakehouse
 from icemv.mv.model import (
     MaterializedView,
     list_materialized_views,
     load_materialized_view,
     validate_properties,
 )
-from icemv.spec.partitioning import PartitionField, check_source_type, parse_partition_field
+from icemv.mv.validation import check_partitioning, validate_query
+from icemv.spec.partitioning import parse_partition_field
 from icemv.spec.view_metadata import new_view_metadata
-from icemv.sql.parse import duplicate_names, parse_query, unnamed_output_columns
-from icemv.sql.pinning import pin_sources
 
 log = structlog.get_logger(__name__)
 
@@ -49,62 +47,6 @@ STORAGE_TABLE_PROPERTIES = {
     "write.update.mode": "merge-on-read",
     "write.merge.mode": "merge-on-read",
 }
-
-
-@dataclass(frozen=True)
-class ValidatedQuery:
-    sql: str
-    arrow_schema: pa.Schema
-
-
-def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -> ValidatedQuery:
-    """Parse, resolve every source, and derive the output schema (Spark analysis, no execution)."""
-    _check_query_start(sql)
-    query = parse_query(sql)
-    unnamed = unnamed_output_columns(query)
-    if unnamed:
-        raise ViewSqlError(
-            "every output column needs a name; add AS <name> to: " + ", ".join(unnamed)
-        )
-    pinned = pin_sources(CatalogReads(lakehouse), sql, namespace)
-    try:
-        schema = lakehouse.spark.sql(pinned.sql).schema
-    except Exception as exc:  # Spark's AnalysisException and friends
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ViewSqlError(f"Spark cannot analyse the query: {first_line}") from None
-    duplicates = duplicate_names(schema.fieldNames())
-    if duplicates:
-        raise ViewSqlError(
-            "output column names must be unique; duplicated: " + ", ".join(duplicates)
-        )
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    try:
-        arrow = to_arrow_schema(schema)
-    except TypeError as exc:
-        raise ViewSqlError(f"unsupported output column type: {exc}") from None
-    # Storage columns are nullable: a later source change may make any of them null.
-    arrow = pa.schema([field.with_nullable(True) for field in arrow])
-    return ValidatedQuery(sql=sql, arrow_schema=arrow)
-
-
-_QUERY_STARTS = {"SELECT", "WITH", "VALUES", "FROM", "L_PAREN", "TABLE"}
-
-
-def _check_query_start(sql: str) -> None:
-    """A typo in the first keyword (`SELEC x`) parses as some other expression; name it."""
-    from sqlglot.dialects.dialect import Dialect
-    from sqlglot.errors import TokenError
-
-    try:
-        tokens = Dialect.get_or_raise("spark").tokenize(sql)
-    except TokenError:
-        return  # the parser reports it with its position
-    if tokens and tokens[0].token_type.name not in _QUERY_STARTS:
-        raise ViewSqlError(
-            f"a view must be a query starting with SELECT, WITH, VALUES or FROM; "
-            f"this one starts with {tokens[0].text!r}"
-        )
 
 
 def create_mv(
@@ -131,7 +73,7 @@ def create_mv(
     if lakehouse.table_exists(storage_id) or lakehouse.views.exists(storage_id):
         raise MaterializedViewExistsError(f"storage table name {storage_id} is taken")
     validated = validate_query(lakehouse, sql, identifier.namespace)
-    _check_partitioning(validated.arrow_schema, partition_fields)
+    check_partitioning(validated.arrow_schema, partition_fields)
     new_namespace = not _namespace_exists(lakehouse, identifier.namespace)
     storage: Table | None = None
     try:
@@ -183,20 +125,8 @@ def _undo_create(
         if drop_namespace:
             with contextlib.suppress(NoSuchNamespaceError, NamespaceNotEmptyError):
                 lakehouse.catalog.drop_namespace(identifier.namespace)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (best effort: the original error wins)
         log.warning("mv_create_undo_failed", mv=str(identifier), error=type(exc).__name__)
-
-
-def _check_partitioning(schema: pa.Schema, fields: Sequence[PartitionField]) -> None:
-    """Each partition column is an output column of a type its transform supports."""
-    from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
-
-    iceberg = _pyarrow_to_schema_without_ids(schema)
-    types = {field.name: field.field_type for field in iceberg.fields}
-    for field in fields:
-        if field.source_column not in types:
-            raise ViewSqlError(f"partition column {field.source_column!r} is not an output column")
-        check_source_type(field, types[field.source_column])
 
 
 def replace_mv(

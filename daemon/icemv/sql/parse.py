@@ -61,3 +61,22 @@ def duplicate_names(names: list[str]) -> list[str]:
     for name in names:
         seen[name.lower()] = seen.get(name.lower(), 0) + 1
     return sorted({name for name in names if seen[name.lower()] > 1})
+
+
+QUERY_STARTS = {"SELECT", "WITH", "VALUES", "FROM", "L_PAREN", "TABLE"}
+
+
+def check_query_start(sql: str) -> None:
+    """A typo in the first keyword (`SELEC x`) parses as some other expression; name it."""
+    from sqlglot.dialects.dialect import Dialect
+    from sqlglot.errors import TokenError
+
+    try:
+        tokens = Dialect.get_or_raise("spark").tokenize(sql)
+    except TokenError:
+        return  # the parser reports it with its position
+    if tokens and tokens[0].token_type.name not in QUERY_STARTS:
+        raise ViewSqlError(
+            f"a view must be a query starting with SELECT, WITH, VALUES or FROM; "
+            f"this one starts with {tokens[0].text!r}"
+        )
