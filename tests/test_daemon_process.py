@@ -136,8 +136,9 @@ def test_sigterm_during_a_refresh_exits_zero_without_partial_commit(
     assert_matches_oracle(lakehouse, mv)
 
 
-# Each source row makes Spark sleep this long in a refresh: a deterministically slow one.
-PAUSE_MS = 3000
+# Each source row makes Spark sleep this long in a refresh: a deterministically slow one,
+# longer than the log pipe lags behind on a loaded machine.
+PAUSE_MS = 10_000
 SLOW_SQL = (
     "SELECT vendor, count(*) AS n FROM trips "
     f"WHERE reflect('java.lang.Thread', 'sleep', CAST({PAUSE_MS} AS BIGINT)) IS NULL "
