@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping, MutableMapping
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -89,6 +89,20 @@ def bound_fields(
     return event_dict
 
 
+class _CurrentStderr:
+    """Whatever `sys.stderr` is when a line is written, not when logging was configured.
+
+    A caller that redirects or closes stderr later (an embedding application, a test
+    harness capturing output) must not leave icemv writing to a stale, closed stream.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(config: LoggingConfig) -> None:
     use_json = config.format == "json" or (config.format == "auto" and not sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
@@ -109,6 +123,6 @@ def configure_logging(config: LoggingConfig) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
         cache_logger_on_first_use=False,
     )
