@@ -193,7 +193,7 @@ def _load_catalog(session: SparkSession, catalog: str) -> None:
     jsession: Any = session._jsparkSession
     try:
         jsession.sessionState().catalogManager().catalog(catalog)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (any failure to load the catalog is a setup error)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkSetupError(f"Spark cannot load catalog {catalog!r}: {first}") from None
 
@@ -216,7 +216,7 @@ def session_ready() -> bool:
         return False
     try:
         return not bool(session.sparkContext._jsc.sc().isStopped())
-    except Exception:  # a dead JVM answers with any py4j error
+    except Exception:  # noqa: BLE001 (a dead JVM answers with any py4j error)
         return False
 
 
@@ -229,7 +229,7 @@ def stop_spark() -> None:
         return
     try:
         session.stop()
-    except Exception as exc:  # py4j errors of a dead gateway
+    except Exception as exc:  # noqa: BLE001 (py4j errors of a dead gateway)
         log.warning("spark_stop_failed", error=type(exc).__name__)
 
 

@@ -14,7 +14,7 @@ def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
     freshness = assess_freshness(lakehouse, mv)
     try:
         history = refresh_history(lakehouse.load_table(mv.storage))
-    except Exception:  # storage missing: freshness already says invalid
+    except Exception:  # noqa: BLE001 (storage missing: freshness already says invalid)
         history = []
     return {
         "name": mv.identifier.dotted,

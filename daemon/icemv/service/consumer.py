@@ -128,7 +128,7 @@ class EventConsumer:
             while not self._stop.is_set():
                 try:
                     self._consume()
-                except Exception as exc:  # broker gone at start-up, bad credentials, ...
+                except Exception as exc:  # noqa: BLE001 (broker gone at start-up, bad credentials, ...)
                     self._set_connected(False)
                     log.warning("kafka_consumer_error", error=f"{type(exc).__name__}: {exc}")
                     self._stop.wait(5.0)
@@ -261,7 +261,7 @@ class EventConsumer:
             return
         try:
             ends = consumer.end_offsets(assigned)
-        except Exception:  # lag is best effort; the next poll tries again
+        except Exception:  # noqa: BLE001 (lag is best effort; the next poll tries again)
             return
         for partition in assigned:
             position = consumer.position(partition)
@@ -308,5 +308,5 @@ def _commit(consumer: Any, offsets: dict[Any, int]) -> None:
 
     try:
         consumer.commit({p: OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
-    except Exception as exc:  # rebalance in progress: the events will be redelivered, harmless
+    except Exception as exc:  # noqa: BLE001 (rebalance in progress: the events will be redelivered, harmless)
         log.warning("kafka_commit_failed", error=f"{type(exc).__name__}: {exc}")

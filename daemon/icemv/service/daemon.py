@@ -180,7 +180,7 @@ class Daemon:
         if mv is not None:
             try:
                 self.reconciler.check(mv)  # publish fresh state right away
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (a failed check must not fail the refresh's result)
                 log.warning("freshness_check_failed", mv=result.mv.dotted, error=str(exc))
 
     def _latencies(self, result: RefreshResult) -> list[float]:
@@ -197,7 +197,7 @@ class Daemon:
                 for s in record.state.tables()
             }
             return commit_to_fresh_seconds(storage, record, tables)
-        except Exception as exc:  # metrics are best effort
+        except Exception as exc:  # noqa: BLE001 (metrics are best effort)
             log.debug("latency_unavailable", mv=result.mv.dotted, error=str(exc))
             return []
 
@@ -214,7 +214,7 @@ class Daemon:
     def _definitions_changed(self) -> None:
         try:
             self.index.rebuild()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (the next poll rebuilds the index again)
             log.warning("index_rebuild_failed", error=str(exc))
 
     # ---- declarative MVs --------------------------------------------------------------
@@ -225,7 +225,7 @@ class Daemon:
         try:
             actions = apply_declared(self.lakehouse, self.config.materialized_views)
             log.info("declared_mvs_applied", actions=actions)
-        except Exception as exc:  # a bad definition must not stop the other MVs
+        except Exception as exc:  # noqa: BLE001 (a bad definition must not stop the other MVs)
             log.error("declared_mvs_failed", error=f"{type(exc).__name__}: {exc}")
 
     def _mtime(self) -> float | None:
@@ -269,7 +269,7 @@ class Daemon:
     def _catalog_reachable(self) -> bool:
         try:
             self.lakehouse.catalog.list_namespaces()
-        except Exception:
+        except Exception:  # noqa: BLE001 (readiness probe: any failure means not reachable)
             return False
         return True
 

@@ -241,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _healthz(self) -> None:
         try:
             alive = bool(self.app.liveness())
-        except Exception as exc:  # class only: probe errors may quote connection strings
+        except Exception as exc:  # noqa: BLE001 (class only: probe errors may quote connection strings)
             log.warning("liveness_check_failed", error=type(exc).__name__)
             alive = False
         status = HTTPStatus.OK if alive else HTTPStatus.SERVICE_UNAVAILABLE
@@ -250,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _readyz(self) -> None:
         try:
             checks = {str(name): bool(ok) for name, ok in self.app.readiness().items()}
-        except Exception as exc:  # class only: probe errors may quote connection strings
+        except Exception as exc:  # noqa: BLE001 (class only: probe errors may quote connection strings)
             log.warning("readiness_check_failed", error=type(exc).__name__)
             checks = {"readiness": False}
         ready = all(checks.values())

@@ -115,7 +115,7 @@ class Reconciler:
             self._known = set(snapshot.mvs)
             self._sync_mv_jobs(list(snapshot.mvs.values()))
             self.polls += 1
-        except Exception as exc:  # catalog unreachable: report, try again next time
+        except Exception as exc:  # noqa: BLE001 (catalog unreachable: report, try again next time)
             log.warning("poll_failed", error=f"{type(exc).__name__}: {exc}")
 
     def maintain(self) -> int:
@@ -134,7 +134,7 @@ class Reconciler:
             ]
             try:
                 result = maintain_storage(self._lakehouse, mv, config, readers)
-            except Exception as exc:  # one table's trouble must not stop the others
+            except Exception as exc:  # noqa: BLE001 (one table's trouble must not stop the others)
                 log.warning(
                     "maintenance_failed", mv=str(identifier), error=f"{type(exc).__name__}: {exc}"
                 )
@@ -160,7 +160,7 @@ class Reconciler:
             try:
                 table = self._lakehouse.load_table(mv.storage)
                 removed += remove_leftover_branches(table, config.branch_min_age_seconds)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (one MV's trouble must not stop the others)
                 log.warning("branch_cleanup_failed", mv=str(mv.identifier), error=str(exc))
         return removed
 
@@ -174,7 +174,7 @@ class Reconciler:
     def _check_by_name(self, identifier: Identifier) -> None:
         try:
             self.check(load_materialized_view(self._lakehouse, identifier))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (the next poll checks again)
             log.warning(
                 "freshness_check_failed", mv=str(identifier), error=f"{type(exc).__name__}: {exc}"
             )

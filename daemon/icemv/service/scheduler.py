@@ -195,7 +195,7 @@ class RefreshScheduler:
         log.debug("refresh_started", mv=str(mv), reason=reason, attempt=attempt)
         try:
             result = self._refresh(mv)
-        except BaseException as exc:  # a worker must always settle its MV's state
+        except BaseException as exc:  # noqa: BLE001 (a worker must always settle its MV's state)
             self._failed(mv, exc, attempt)
         else:
             self._succeeded(mv, result)
