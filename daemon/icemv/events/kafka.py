@@ -30,3 +30,24 @@ def kafka_client_kwargs(config: KafkaConfig) -> dict[str, Any]:
     }
     kwargs.update({name: value for name, value in optional.items() if value is not None})
     return kwargs
+
+
+def acked_producer(config: KafkaConfig, timeout_seconds: float, **extra: Any) -> Any:
+    """A producer for records that must not be lost: every in-sync replica acknowledges,
+    nothing lingers, and every wait (bootstrap, metadata, send, delivery) gives up after
+    `timeout_seconds` instead of blocking the caller."""
+    from kafka import KafkaProducer
+
+    timeout_ms = int(timeout_seconds * 1000)
+    return KafkaProducer(
+        **kafka_client_kwargs(config),
+        acks="all",
+        # Producer ids do not survive a broker that loses its state (Tansu's memory storage).
+        enable_idempotence=False,
+        bootstrap_timeout_ms=timeout_ms,
+        max_block_ms=timeout_ms,
+        request_timeout_ms=timeout_ms,
+        delivery_timeout_ms=timeout_ms,
+        linger_ms=0,
+        **extra,
+    )

@@ -11,11 +11,10 @@ from __future__ import annotations
 from types import TracebackType
 
 import structlog
-from kafka import KafkaProducer
 
 from icemv.config import KafkaConfig
 from icemv.events.formats.icemv import IcemvCommitEvent
-from icemv.events.kafka import kafka_client_kwargs
+from icemv.events.kafka import acked_producer
 
 log = structlog.get_logger(__name__)
 
@@ -26,17 +25,7 @@ class CommitEventPublisher:
     def __init__(self, config: KafkaConfig, topic: str, *, timeout_seconds: float = 30.0) -> None:
         self._topic = topic
         self._timeout_seconds = timeout_seconds
-        timeout_ms = int(timeout_seconds * 1000)
-        self._producer = KafkaProducer(
-            **kafka_client_kwargs(config),
-            acks="all",
-            enable_idempotence=False,
-            bootstrap_timeout_ms=timeout_ms,
-            max_block_ms=timeout_ms,
-            request_timeout_ms=timeout_ms,
-            delivery_timeout_ms=timeout_ms,
-            linger_ms=0,
-        )
+        self._producer = acked_producer(config, timeout_seconds)
         log.info(
             "commit_event_publisher_started",
             topic=topic,

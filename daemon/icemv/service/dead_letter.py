@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import structlog
 
 from icemv.config import KafkaConfig
-from icemv.events.kafka import kafka_client_kwargs
+from icemv.events.kafka import acked_producer
 
 log = structlog.get_logger(__name__)
 
@@ -95,19 +95,8 @@ class DeadLetterPublisher:
 
     def _connect(self) -> Any:
         if self._producer is None:
-            from kafka import KafkaProducer
-
-            timeout_ms = int(self._timeout_seconds * 1000)
-            self._producer = KafkaProducer(
-                **kafka_client_kwargs(self._config),
-                acks="all",
-                enable_idempotence=False,  # producer ids do not survive a broker that loses state
-                max_request_size=MAX_REQUEST_BYTES,
-                bootstrap_timeout_ms=timeout_ms,
-                max_block_ms=timeout_ms,
-                request_timeout_ms=timeout_ms,
-                delivery_timeout_ms=timeout_ms,
-                linger_ms=0,
+            self._producer = acked_producer(
+                self._config, self._timeout_seconds, max_request_size=MAX_REQUEST_BYTES
             )
         return self._producer
 
