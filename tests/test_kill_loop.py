@@ -1,15 +1,18 @@
-"""SIGKILL `icemv refresh` at random moments, on both write paths, and check what is left.
+"""SIGKILL `icemv refresh` and `icemv run` at random moments, on both write paths, and check
+what is left.
 
 After each kill, one refresh that completes (in this process) must leave: storage equal to
 the oracle, a refresh-state on every storage snapshot, no private `icemv_*` branch, and no
-refresh state applied twice. The kill hits the whole process group (Python and its Spark
-JVM), as an OOM kill or a node loss would.
+refresh state applied twice. The kill hits the process and every descendant (Python and
+its Spark JVM, which runs in a session of its own), as an OOM kill or a node loss would.
 
-`ICEMV_KILL_LOOP_KILLS` sets the kills per write path (`make chaos` raises it).
+`ICEMV_KILL_LOOP_KILLS` sets the kills per write path of `icemv refresh`, and half as many
+(at least 2) of the daemon (`make chaos` raises it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -43,6 +46,7 @@ from tests.test_maintenance import with_maintenance
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 KILLS = int(os.environ.get("ICEMV_KILL_LOOP_KILLS", "5"))
+DAEMON_KILLS = max(2, KILLS // 2)
 D1 = dt.date(2024, 1, 1)
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
 DEADLINE_SECONDS = 300.0
@@ -61,14 +65,21 @@ def _config_file(lakehouse: Lakehouse, tmp_path: Path, driver_max_rows: int | No
     }
     if driver_max_rows is not None:
         raw["refresh"] = {"driver_commit_max_rows": driver_max_rows}
+    # `icemv run`: poll-driven (no Kafka), on a free metrics port, no upkeep of its own.
+    raw["polling"] = {"interval_seconds": 0.5}
+    raw["metrics"] = {"port": 0}
+    raw["maintenance"] = {"enabled": False}
     path = tmp_path / f"icemv-{driver_max_rows}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
 
 
-def _start(config: Path, mv: Identifier, cwd: Path) -> subprocess.Popen[bytes]:
+def _start(
+    config: Path, mv: Identifier, cwd: Path, command: str = "refresh"
+) -> subprocess.Popen[bytes]:
+    args = ["refresh", mv.dotted] if command == "refresh" else ["run"]
     return subprocess.Popen(
-        [sys.executable, "-m", "icemv.cli.main", "--config", str(config), "refresh", mv.dotted],
+        [sys.executable, "-m", "icemv.cli.main", "--config", str(config), *args],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -76,11 +87,24 @@ def _start(config: Path, mv: Identifier, cwd: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _descendants(pid: int) -> list[int]:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [d for child in map(int, children) for d in (child, *_descendants(child))]
+
+
 def _kill(process: subprocess.Popen[bytes]) -> bool:
-    """SIGKILL the process group; False if the refresh had finished already."""
+    """SIGKILL the process group and every descendant (the JVM has a session of its own);
+    False if the refresh had finished already."""
     if process.poll() is not None:
         return False
+    descendants = _descendants(process.pid)
     os.killpg(process.pid, signal.SIGKILL)
+    for pid in descendants:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     process.wait(timeout=30)
     return True
 
@@ -137,10 +161,12 @@ def _check(lakehouse: Lakehouse, mv: Identifier, storage: Identifier) -> None:
     assert_matches_oracle(lakehouse, mv)
 
 
+@pytest.mark.parametrize("command", ["refresh", "run"])
 @pytest.mark.parametrize("path", ["branch", "driver"])
 def test_killed_refreshes_leave_nothing_behind(
-    lakehouse: Lakehouse, namespace: str, tmp_path: Path, path: str
+    lakehouse: Lakehouse, namespace: str, tmp_path: Path, path: str, command: str
 ) -> None:
+    kills = KILLS if command == "refresh" else DAEMON_KILLS
     rng = random.Random(int(os.environ.get("ICEMV_KILL_LOOP_SEED", "0")) or None)
     config = _config_file(lakehouse, tmp_path, 0 if path == "branch" else None)
     cleanup = with_maintenance(lakehouse, branch_min_age_seconds=0)
@@ -159,12 +185,12 @@ def test_killed_refreshes_leave_nothing_behind(
     outcomes: Counter[str] = Counter()
     next_id = 100
     reached = False
-    for kill in range(KILLS):
+    for kill in range(kills):
         rows = [(next_id + j, rng.choice("abcd"), float(j), D1) for j in range(rng.randint(1, 4))]
         next_id += len(rows)
         append_trips(lakehouse, namespace, rows)
         head = lakehouse.load_table(storage).current_snapshot()
-        process = _start(config, mv, tmp_path)
+        process = _start(config, mv, tmp_path, command)
         # Branch path: kill right after the branch appears, right after the write to it
         # (before the publish), or at a random moment; driver path: at a random moment.
         # Driver path: kill as soon as the commit's data file is written, or at random.
@@ -198,11 +224,12 @@ def test_killed_refreshes_leave_nothing_behind(
     assert on_disk <= referenced, f"unreferenced files left: {sorted(on_disk - referenced)[:5]}"
     _check(lakehouse, mv, storage)
     summary = {
+        "command": command,
         "path": path,
-        "kills": KILLS,
+        "kills": kills,
         "calibration_seconds": round(duration, 1),
         "phases": dict(phases),
         "completing_refreshes": dict(outcomes),
     }
     print("KILL-LOOP", json.dumps(summary))
-    assert sum(phases.values()) == KILLS
+    assert sum(phases.values()) == kills
