@@ -19,13 +19,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from icemv.catalog.jdbc import ensure_namespace
+from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import parse_config
 from icemv.identifiers import Identifier
-from icemv.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.full import full_refresh
+from icemv.refresh.plan import plan_refresh
 from icemv.refresh.policy import refresh_mv
 from tests.benchmarks.bench_refresh import SHAPES, _write_rows
 from tests.conftest import ADMIN_URL, create_database, drop_database
@@ -71,7 +72,10 @@ def run(storage: str, rows: int) -> dict[str, Any]:
         incremental = refresh_mv(lakehouse, mv)
         incremental_s = time.time() - t0
         t0 = time.time()
-        full_refresh(lakehouse, load_materialized_view(lakehouse, mv), "benchmark")
+        plan = plan_refresh(
+            CatalogReads(lakehouse), load_materialized_view(lakehouse, mv), int(t0 * 1000)
+        )
+        full_refresh(plan, "benchmark")
         full_s = time.time() - t0
         return {
             "storage": storage,
