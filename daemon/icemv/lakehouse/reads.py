@@ -42,6 +42,10 @@ class CatalogReads:
                 self._tables[identifier] = None
         return self._tables[identifier]
 
+    def forget(self, identifier: Identifier) -> None:
+        """Load `identifier` again on next use: it was changed since it was loaded."""
+        self._tables.pop(identifier, None)
+
     def load_table(self, identifier: Identifier) -> Table:
         table = self.find_table(identifier)
         if table is None:

@@ -109,18 +109,18 @@ def assess_freshness(
     if not moved:
         return Freshness("fresh", None, 0.0, record, sources)
     since = min((s.first_unabsorbed_ms or now_ms) for s in moved)
-    if _lost_columns(lakehouse, mv, record):
+    if _lost_columns(reader, mv, record):
         return Freshness(
             "invalid", "source-schema-incompatible", _age(now_ms, since), record, sources
         )
     return Freshness("stale", "source-changed", _age(now_ms, since), record, sources)
 
 
-def _lost_columns(lakehouse: Lakehouse, mv: MaterializedView, record: RefreshRecord) -> list[str]:
+def _lost_columns(reader: CatalogReader, mv: MaterializedView, record: RefreshRecord) -> list[str]:
     tables = []
     for source in record.state.tables():
         try:
-            tables.append(lakehouse.load_table(Identifier(source.namespace, source.name)))
+            tables.append(reader.load_table(Identifier(source.namespace, source.name)))
         except NoSuchTableError:
             continue
     try:

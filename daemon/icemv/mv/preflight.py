@@ -16,16 +16,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import structlog
-from pyiceberg.exceptions import NoSuchTableError
 
 from icemv.errors import (
-    NoSuchViewError,
     SourceNotRefreshedError,
     SourceSchemaIncompatibleError,
     ViewSqlError,
 )
 from icemv.identifiers import Identifier
-from icemv.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.compatibility import lost_columns
 from icemv.mv.maintenance.branches import remove_leftover_branches
 from icemv.mv.model import load_materialized_view
@@ -48,31 +46,35 @@ def _preparing_for(identifier: Identifier) -> Iterator[None]:
 
 
 def prepare_refresh(
-    lakehouse: Lakehouse,
+    reads: CatalogReads,
     identifier: Identifier,
     refresh: Callable[[Lakehouse, Identifier], object],
 ) -> None:
-    """Run before a refresh of `identifier`; `refresh` refreshes a source MV first."""
+    """Run before a refresh of `identifier`; `refresh` refreshes a source MV first.
+
+    Tables are loaded through `reads`, which the refresh's first attempt goes on using, so
+    the preflight costs no catalog round trip of its own.
+    """
+    lakehouse = reads.lakehouse
     mv = load_materialized_view(lakehouse, identifier)
-    try:
-        storage = lakehouse.load_table(mv.storage)
-    except NoSuchTableError:
+    storage = reads.find_table(mv.storage)
+    if storage is None:
         return  # the refresh reports it
-    remove_leftover_branches(storage, lakehouse.config.maintenance.branch_min_age_seconds)
+    branch_age = lakehouse.config.maintenance.branch_min_age_seconds
+    if remove_leftover_branches(storage, branch_age):
+        reads.forget(mv.storage)
     namespace = mv.version.default_namespace or identifier.namespace
     tables = []
     for source in _direct_sources(lakehouse, mv.sql, namespace):
-        try:
-            tables.append(lakehouse.load_table(source))
+        table = reads.find_table(source)
+        if table is not None:
+            tables.append(table)
             continue
-        except NoSuchTableError:
-            pass
-        try:
-            view = lakehouse.views.load(source)
-        except NoSuchViewError:
+        view = reads.find_view(source)
+        if view is None:
             continue  # pinning reports unknown sources
         source_storage = view.metadata.current_version.storage_table
-        if source_storage is None or _has_snapshot(lakehouse, source_storage):
+        if source_storage is None or _has_snapshot(reads, source_storage):
             continue
         if source in _preparing.__dict__.get("chain", []):
             raise SourceNotRefreshedError(
@@ -82,7 +84,8 @@ def prepare_refresh(
         log.info("refreshing_source_mv_first", mv=str(identifier), source=str(source))
         with _preparing_for(identifier):
             refresh(lakehouse, source)
-        if not _has_snapshot(lakehouse, source_storage):
+        reads.forget(source_storage)
+        if not _has_snapshot(reads, source_storage):
             raise SourceNotRefreshedError(
                 f"{SourceNotRefreshedError.reason}: source materialized view {source} "
                 "has never been refreshed"
@@ -107,8 +110,6 @@ def _direct_sources(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) 
     ]
 
 
-def _has_snapshot(lakehouse: Lakehouse, storage: Identifier) -> bool:
-    try:
-        return lakehouse.load_table(storage).current_snapshot() is not None
-    except NoSuchTableError:
-        return False
+def _has_snapshot(reads: CatalogReads, storage: Identifier) -> bool:
+    table = reads.find_table(storage)
+    return table is not None and table.current_snapshot() is not None

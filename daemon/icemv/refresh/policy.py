@@ -39,10 +39,12 @@ INHERENTLY_FULL = (RefreshReason.NEVER_REFRESHED, RefreshReason.DEFINITION_CHANG
 def refresh_mv(
     lakehouse: Lakehouse, identifier: Identifier, force_full: bool = False
 ) -> RefreshResult:
-    prepare_refresh(lakehouse, identifier, refresh_mv)  # leftovers, source MVs, lost columns
+    reads = CatalogReads(lakehouse)  # each table loaded once per attempt
+    prepare_refresh(reads, identifier, refresh_mv)  # leftovers, source MVs, lost columns
     for attempt in range(1, MAX_ATTEMPTS + 1):
         started = time.time()
-        reads = CatalogReads(lakehouse)  # each table loaded once per attempt
+        if attempt > 1:
+            reads = CatalogReads(lakehouse)
         mv = load_materialized_view(lakehouse, identifier)
         freshness = assess_freshness(lakehouse, mv, reads=reads)
         if freshness.state == "fresh" and not force_full:
