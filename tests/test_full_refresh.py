@@ -147,7 +147,8 @@ def test_replace_makes_it_invalid_until_refreshed(lakehouse: Lakehouse, namespac
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("SELEC vendor FROM trips", "does not parse"),
+        ("SELEC vendor FROM trips", "starts with .SELEC."),
+        ("SELECT vendor FROM trips WHERE", "does not parse"),
         ("SELECT id FROM no_such_table", "does not exist"),
         ("SELECT id, vendor AS id FROM trips", "unique"),
         ("SELECT vendor, count(*) FROM trips GROUP BY vendor", "needs a name"),
