@@ -160,6 +160,17 @@ def failed_create(
     return code, one_error_line(captured.err)
 
 
+def new_create_target(lakehouse: Lakehouse) -> tuple[Identifier, str, set[tuple[str, ...]]]:
+    """A source table in a namespace of its own; an MV name in a namespace that does not
+    exist yet; an aggregate over the source; the namespaces before the create."""
+    source = f"t_{uuid.uuid4().hex[:8]}"
+    ensure_namespace(lakehouse.catalog, (source,))
+    create_trips(lakehouse, source)
+    target = Identifier((f"n_{uuid.uuid4().hex[:8]}",), "agg")
+    sql = f"SELECT vendor, count(*) AS n FROM {source}.trips GROUP BY vendor"
+    return target, sql, namespaces(lakehouse)
+
+
 def assert_nothing_left(lakehouse: Lakehouse, mv: Identifier, before: set[tuple[str, ...]]) -> None:
     assert namespaces(lakehouse) == before
     assert not lakehouse.views.exists(mv)
@@ -185,12 +196,7 @@ def test_create_with_hierarchical_name(
 def test_create_with_transform_of_the_wrong_type(
     lakehouse: Lakehouse, config_file: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = f"t_{uuid.uuid4().hex[:8]}"
-    ensure_namespace(lakehouse.catalog, (source,))
-    create_trips(lakehouse, source)
-    target = Identifier((f"n_{uuid.uuid4().hex[:8]}",), "agg")
-    before = namespaces(lakehouse)
-    sql = f"SELECT vendor, count(*) AS n FROM {source}.trips GROUP BY vendor"
+    target, sql, before = new_create_target(lakehouse)
     code, line = failed_create(
         capsys, config_file, target.dotted, "--sql", sql, "--partition-by", "days(vendor)"
     )
@@ -219,12 +225,7 @@ def test_create_rejects_what_every_refresh_would_fail_on(
     extra: list[str],
     expected: str,
 ) -> None:
-    source = f"t_{uuid.uuid4().hex[:8]}"
-    ensure_namespace(lakehouse.catalog, (source,))
-    create_trips(lakehouse, source)
-    target = Identifier((f"n_{uuid.uuid4().hex[:8]}",), "agg")
-    before = namespaces(lakehouse)
-    sql = f"SELECT vendor, count(*) AS n FROM {source}.trips GROUP BY vendor"
+    target, sql, before = new_create_target(lakehouse)
     code, line = failed_create(capsys, config_file, target.dotted, "--sql", sql, *extra)
     assert code == 2
     assert expected in line
