@@ -50,6 +50,12 @@ SHAPES = {
         "FROM trips t JOIN zones z ON t.id = z.id GROUP BY t.vendor, z.vendor"
     ),
     "union-all": "SELECT id, vendor FROM trips UNION ALL SELECT id, vendor FROM zones",
+    # Hidden state columns: AVG, SUM and the deviations merge under deletes.
+    "stats": (
+        "SELECT day, avg(fare) AS mean, sum(fare) AS s, stddev(fare) AS sd, var_pop(fare) AS vp "
+        "FROM trips GROUP BY day"
+    ),
+    "global": "SELECT count(*) AS n, avg(fare) AS mean, stddev_pop(fare) AS sd FROM trips",
 }
 
 ids = st.integers(0, 6)

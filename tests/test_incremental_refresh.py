@@ -15,6 +15,7 @@ import icemv.refresh.incremental as incremental
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
+from icemv.mv.layout import StorageLayout
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
@@ -323,7 +324,7 @@ def test_exact_case_names_refresh_incrementally(
         assert result.mode == "incremental", result
         assert_matches_oracle(lakehouse, mv_id)
     storage = lakehouse.load_table(mv_id.storage_default())
-    assert storage.schema().column_names == EXACT_CASE_COLUMNS[shape]
+    assert StorageLayout.of(storage).view_columns == tuple(EXACT_CASE_COLUMNS[shape])
 
 
 class _CountingLakehouse(Lakehouse):

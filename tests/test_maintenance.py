@@ -17,6 +17,7 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh, refresh_history
+from icemv.mv.layout import StorageLayout
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.maintenance import compact_storage, maintain_storage
 from icemv.mv.maintenance.branches import private_branches
@@ -54,8 +55,9 @@ def _leave_branches(lakehouse: Lakehouse, storage: Identifier) -> None:
     with table.manage_snapshots() as snapshots:
         snapshots.create_branch(head.snapshot_id, "icemv_unwritten")
         snapshots.create_branch(head.snapshot_id, "icemv_written")
+    state = ", 1" * len(StorageLayout.of(table).state_columns)  # SUM's count of inputs
     lakehouse.spark.sql(
-        f"INSERT INTO {lakehouse.quoted(storage)}.`branch_icemv_written` SELECT 'zz', 1, 1.0"
+        f"INSERT INTO {lakehouse.quoted(storage)}.`branch_icemv_written` SELECT 'zz', 1, 1.0{state}"
     )
 
 

@@ -17,6 +17,7 @@ from icemv.errors import NoSuchViewError
 from icemv.identifiers import Identifier
 from icemv.lakehouse.handles import Lakehouse
 from icemv.sql.sources import TableInfo, ViewInfo
+from icemv.sql.state import is_state_column
 
 
 class CatalogReads:
@@ -74,11 +75,13 @@ class CatalogReads:
         if table is None:
             return None
         snapshot = table.current_snapshot()
+        names = [field.name for field in table.schema().fields]
         return TableInfo(
             identifier=identifier,
             uuid=str(table.metadata.table_uuid),
             snapshot_id=snapshot.snapshot_id if snapshot else None,
-            columns=tuple(field.name for field in table.schema().fields),
+            columns=tuple(n for n in names if not is_state_column(n)),
+            state_columns=tuple(n for n in names if is_state_column(n)),
         )
 
     def view(self, identifier: Identifier) -> ViewInfo | None:

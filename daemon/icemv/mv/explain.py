@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from icemv.lakehouse import CatalogReads, Lakehouse
+from icemv.mv.layout import StorageLayout
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, MaterializedView
 from icemv.sql.analysis import IvmAnalysis, NotMaintainable, RowsAnalysis, analyse
+from icemv.sql.state import StateColumn
 
 CHANGE_SETS = (
     "append snapshots: rows of the added data files; replace (compaction): skipped; "
@@ -15,7 +18,10 @@ CHANGE_SETS = (
 )
 
 
-def explain_analysis(analysis: IvmAnalysis, policy: str) -> dict[str, Any]:
+def explain_analysis(
+    analysis: IvmAnalysis, policy: str, state: Sequence[StateColumn] = ()
+) -> dict[str, Any]:
+    """`state`: the hidden state columns the storage table keeps for the view."""
     report: dict[str, Any] = {
         "incremental": analysis.maintainable and policy != "full",
         "policy": policy,
@@ -37,19 +43,22 @@ def explain_analysis(analysis: IvmAnalysis, policy: str) -> dict[str, Any]:
             )
         )
     else:
+        stateful = bool(state)
         report["strategy"] = {
-            "insert-only deltas": analysis.aggregate_strategy(with_deletes=False),
-            "deltas with deletes": analysis.aggregate_strategy(with_deletes=True),
+            "insert-only deltas": analysis.aggregate_strategy(False, stateful),
+            "deltas with deletes": analysis.aggregate_strategy(True, stateful),
         }
+        if state:
+            report["state-columns"] = [column.name for column in state]
     return report
 
 
 def explain(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
-    analysis = analyse(
-        CatalogReads(lakehouse), mv.sql, mv.version.default_namespace or mv.identifier.namespace
-    )
+    reads = CatalogReads(lakehouse)
+    analysis = analyse(reads, mv.sql, mv.version.default_namespace or mv.identifier.namespace)
     policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
-    return {"name": mv.identifier.dotted, **explain_analysis(analysis, policy)}
+    state = StorageLayout.of(reads.load_table(mv.storage)).state_of(analysis)
+    return {"name": mv.identifier.dotted, **explain_analysis(analysis, policy, state)}
 
 
 def render_explain(report: dict[str, Any]) -> str:
@@ -72,5 +81,7 @@ def render_explain(report: dict[str, Any]) -> str:
         lines += [f"  {kind}: {how}" for kind, how in strategy.items()]
     else:
         lines.append(f"  {strategy}")
+    if report.get("state-columns"):
+        lines.append(f"  hidden state columns: {', '.join(report['state-columns'])}")
     lines.append(f"  change sets: {report['change-sets']}")
     return "\n".join(lines)

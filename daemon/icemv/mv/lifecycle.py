@@ -27,6 +27,7 @@ from icemv.errors import (
 )
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
+from icemv.mv.layout import StorageLayout
 from icemv.mv.model import (
     MaterializedView,
     list_materialized_views,
@@ -79,7 +80,7 @@ def create_mv(
     try:
         ensure_namespace(lakehouse.catalog, identifier.namespace)
         storage = _create_storage_table(
-            lakehouse, storage_id, validated.arrow_schema, partition_fields
+            lakehouse, storage_id, validated.storage_schema, partition_fields
         )
         metadata = new_view_metadata(
             location=f"{lakehouse.config.warehouse_uri}/{identifier.namespace_str}/{identifier.name}",
@@ -142,12 +143,12 @@ def replace_mv(
     storage = lakehouse.load_table(mv.storage)
     storage_id = mv.storage
     old_storage: Identifier | None = None
-    if not _same_columns(storage, validated.arrow_schema):
+    if not _same_columns(storage, validated.storage_schema):
         version = mv.view.metadata.current_version_id + 1
         storage_id = Identifier(identifier.namespace, f"{identifier.name}__storage_v{version}")
         spec_fields = [_field_of(storage, f) for f in storage.spec().fields]
         fields = [parse_partition_field(text) for text in spec_fields if text]
-        storage = _create_storage_table(lakehouse, storage_id, validated.arrow_schema, fields)
+        storage = _create_storage_table(lakehouse, storage_id, validated.storage_schema, fields)
         old_storage = mv.storage
     metadata = mv.view.metadata.with_new_version(
         sql=sql,
@@ -234,7 +235,10 @@ def _create_storage_table(
 
 
 def _schema_json(table: Table) -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(table.schema().model_dump_json(by_alias=True))
+    """The view's schema: the storage table's view columns (its state columns aside)."""
+    view_columns = StorageLayout.of(table).view_columns
+    view_schema = table.schema().select(*view_columns, case_sensitive=True)
+    schema: dict[str, Any] = json.loads(view_schema.model_dump_json(by_alias=True))
     return schema
 
 

@@ -9,7 +9,9 @@ import pyarrow as pa
 
 from icemv.errors import ViewSqlError
 from icemv.lakehouse import CatalogReads, Lakehouse
+from icemv.mv.layout import check_view_columns, state_schema
 from icemv.spec.partitioning import PartitionField, check_source_type
+from icemv.sql.analysis import analyse
 from icemv.sql.parse import check_query_start, duplicate_names, parse_query, unnamed_output_columns
 from icemv.sql.pinning import pin_sources
 
@@ -17,7 +19,12 @@ from icemv.sql.pinning import pin_sources
 @dataclass(frozen=True)
 class ValidatedQuery:
     sql: str
-    arrow_schema: pa.Schema
+    arrow_schema: pa.Schema  # the view's columns
+    state_schema: pa.Schema  # the hidden state columns after them (mv/layout.py); maybe none
+
+    @property
+    def storage_schema(self) -> pa.Schema:
+        return pa.schema([*self.arrow_schema, *self.state_schema])
 
 
 def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -> ValidatedQuery:
@@ -29,7 +36,8 @@ def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -
         raise ViewSqlError(
             "every output column needs a name; add AS <name> to: " + ", ".join(unnamed)
         )
-    pinned = pin_sources(CatalogReads(lakehouse), sql, namespace)
+    reads = CatalogReads(lakehouse)
+    pinned = pin_sources(reads, sql, namespace)
     from pyspark.errors import AnalysisException, IllegalArgumentException
 
     try:
@@ -42,6 +50,7 @@ def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -
         raise ViewSqlError(
             "output column names must be unique; duplicated: " + ", ".join(duplicates)
         )
+    check_view_columns(schema.fieldNames())
     from pyspark.sql.pandas.types import to_arrow_schema
 
     try:
@@ -50,7 +59,8 @@ def validate_query(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -
         raise ViewSqlError(f"unsupported output column type: {exc}") from None
     # Storage columns are nullable: a later source change may make any of them null.
     arrow = pa.schema([field.with_nullable(True) for field in arrow])
-    return ValidatedQuery(sql=sql, arrow_schema=arrow)
+    state = state_schema(lakehouse, analyse(reads, sql, namespace), pinned.table_pins)
+    return ValidatedQuery(sql=sql, arrow_schema=arrow, state_schema=state)
 
 
 def check_partitioning(schema: pa.Schema, fields: Sequence[PartitionField]) -> None:

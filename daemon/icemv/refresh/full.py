@@ -13,7 +13,7 @@ def full_refresh(plan: RefreshPlan, reason: str) -> RefreshResult:
     lakehouse = plan.reads.lakehouse
     details: dict[str, str] = {SummaryKey.MODE: RefreshMode.FULL, SummaryKey.REASON: reason}
     properties = commit_properties(plan.state, details)
-    df = lakehouse.spark.sql(plan.pinned.sql)
+    df = lakehouse.spark.sql(plan.full_sql())
     # The storage schema was derived from the query: align by position, keep storage names.
     df = df.toDF(*[field.name for field in plan.storage.schema().fields])
     planned_from = plan.planned_from

@@ -33,7 +33,9 @@ from icemv.refresh.record import commit_properties, result_of_commit
 from icemv.refresh.result import RefreshResult
 from icemv.spec.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey
 from icemv.sql.analysis import AggregateAnalysis
-from icemv.sql.delta import DeltaInputs, pre_aggregation_delta, query_at, rows_delta
+from icemv.sql.delta import DeltaInputs, pre_aggregation_delta, rows_delta
+from icemv.sql.pinning import pin_tables
+from icemv.sql.state import state_query
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,14 +149,16 @@ def _prepare_patch(
     if pre_delta is None:
         raise _no_term_error(plan.moved)
     with_deletes = plan.with_deletes
-    new_query = query_at(analysis, catalog, inputs.new)
+    state = plan.base.state_columns
+    new_query = pin_tables(state_query(analysis, state), catalog, inputs.new)
 
     def recompute() -> StoragePatch:
         return recompute_groups_patch(views, analysis, pre_delta, new_query, outputs, target)
 
-    if analysis.aggregate_strategy(with_deletes) == "merge-aggregates":
+    if analysis.aggregate_strategy(with_deletes, stateful=bool(state)) == "merge-aggregates":
+        types = plan.base.layout.types
         return merge_aggregates_patch(
-            views, analysis, pre_delta, outputs, target, with_deletes, recompute
+            views, analysis, pre_delta, outputs, target, with_deletes, recompute, state, types
         )
     return recompute()
 

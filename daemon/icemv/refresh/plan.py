@@ -11,20 +11,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
+from sqlglot import exp
 
 from icemv.errors import FullRefreshRequiredError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads
 from icemv.mv.history import RefreshRecord
+from icemv.mv.layout import StorageLayout
 from icemv.mv.model import MaterializedView
 from icemv.refresh.changes.classify import SourceChange, classify_change
 from icemv.spec.refresh_state import RefreshState
 from icemv.spec.summary import TOTAL_RECORDS, RefreshReason, summary_of
-from icemv.sql.analysis import MaintainableAnalysis, NotMaintainable, analyse
-from icemv.sql.pinning import PinnedQuery, pin_sources
+from icemv.sql.analysis import (
+    AggregateAnalysis,
+    IvmAnalysis,
+    MaintainableAnalysis,
+    NotMaintainable,
+    analyse,
+)
+from icemv.sql.parse import parse_query
+from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
+from icemv.sql.state import StateColumn, state_query
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,41 @@ class RefreshPlan:
     @property
     def state(self) -> RefreshState:
         return RefreshState(self.mv.version.version_id, self.started_ms, self.pinned.sources)
+
+    @cached_property
+    def analysis(self) -> IvmAnalysis:
+        return analyse(self.reads, self.mv.sql, self.namespace)
+
+    @cached_property
+    def layout(self) -> StorageLayout:
+        return StorageLayout.of(self.storage)
+
+    @cached_property
+    def state_columns(self) -> tuple[StateColumn, ...]:
+        """The hidden state this refresh maintains (none for a state-free MV)."""
+        return self.layout.state_of(self.analysis)
+
+    def full_sql(self) -> str:
+        """The query a full refresh writes: the view's columns, then its state columns."""
+        if not self.layout.state_columns:
+            return self.pinned.sql
+        catalog = self.reads.catalog_name
+        if self.state_columns:
+            analysis = self.analysis
+            assert isinstance(analysis, AggregateAnalysis)  # only those have state
+            query = state_query(analysis, self.state_columns)
+            return pin_tables(query, catalog, self.pinned.table_pins).sql(dialect="spark")
+        # State this icemv cannot derive any more: written NULL, which incremental merges
+        # treat as unknown (they recompute those groups).
+        view = exp.Subquery(this=parse_query(self.pinned.sql), alias=exp.TableAlias(
+            this=exp.to_identifier("v")))  # fmt: skip
+        nulls = [
+            exp.alias_(exp.cast(exp.null(), exp.DataType.build(sql_type, dialect="spark")),
+                       name, quoted=True)
+            for name, sql_type in self.layout.state_placeholders()
+        ]  # fmt: skip
+        star = exp.Column(this=exp.Star(), table=exp.to_identifier("v"))
+        return exp.select(star, *nulls).from_(view).sql(dialect="spark")
 
     def source_records(self) -> int:
         """Records of every pinned source table at its pinned snapshot."""
@@ -92,12 +138,17 @@ def plan_incremental(
     `max_delta_ratio`: recompute fully when the changed records exceed this share of the
     sources (`auto` policy); None: never for size.
     """
-    analysis = analyse(base.reads, base.mv.sql, base.namespace)
+    analysis = base.analysis
     if isinstance(analysis, NotMaintainable):
         raise FullRefreshRequiredError(analysis.reasons[0], "; ".join(analysis.details))
     planned_from = base.planned_from
     if planned_from is None:
         raise FullRefreshRequiredError(RefreshReason.NEVER_REFRESHED)
+    if base.layout.state_columns and not base.state_columns:
+        raise FullRefreshRequiredError(
+            RefreshReason.STATE_UNKNOWN,
+            "the storage table holds other state columns than this icemv derives",
+        )
     recorded = {s.key: s for s in record.state.source_states}
     current = {s.key: s for s in base.pinned.sources}
     if recorded.keys() != current.keys():

@@ -86,6 +86,8 @@ class RefreshReason(StrEnum):
     DELTA_TOO_LARGE = "delta-too-large"
     STORAGE_INCONSISTENT = "storage-inconsistent"
     NO_GROUP_KEYS = "no-group-keys"
+    # The storage table holds state columns this icemv does not derive for the view.
+    STATE_UNKNOWN = "state-unknown"
 
 
 def summary_of(snapshot: Snapshot | None) -> Mapping[str, str]:

@@ -26,7 +26,10 @@ from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
 
 Shape = Literal["rows", "aggregate"]
-AggregateFunc = Literal["count_star", "count", "sum", "min", "max", "avg", "count_distinct"]
+AggregateFunc = Literal[
+    "count_star", "count", "sum", "min", "max", "avg", "count_distinct",
+    "stddev_samp", "stddev_pop", "var_samp", "var_pop",
+]  # fmt: skip
 AggregateStrategy = Literal["merge-aggregates", "recompute-groups"]
 
 _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
@@ -35,7 +38,15 @@ _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
     exp.Min: "min",
     exp.Max: "max",
     exp.Avg: "avg",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
 }
+# Aggregates whose value follows from hidden state columns (sql/state.py), not from the
+# stored value alone.
+_STATEFUL = frozenset({"avg", "stddev_samp", "stddev_pop", "var_samp", "var_pop"})
 
 
 @dataclass(frozen=True)
@@ -88,10 +99,22 @@ class AggregateAnalysis:
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
-    def aggregate_strategy(self, with_deletes: bool) -> AggregateStrategy:
-        """Merge from the delta when the stored values suffice, else recompute the groups."""
+    def aggregate_strategy(self, with_deletes: bool, stateful: bool = False) -> AggregateStrategy:
+        """Merge from the delta when the stored values suffice, else recompute the groups.
+
+        `stateful`: the storage table has the hidden state columns (sql/state.py), so AVG,
+        the deviations, a SUM losing its last input and a group losing its last row merge
+        exactly; MIN/MAX under deletes, COUNT(DISTINCT), HAVING and derived columns still
+        recompute the touched groups.
+        """
         funcs = {a.func for a in self.aggregates}
-        if self.having or self.derived or funcs & {"avg", "count_distinct"}:
+        if self.having or self.derived or "count_distinct" in funcs:
+            return "recompute-groups"
+        if stateful:
+            if with_deletes and funcs & {"min", "max"}:
+                return "recompute-groups"
+            return "merge-aggregates"
+        if funcs & _STATEFUL:
             return "recompute-groups"
         if with_deletes and ("count_star" not in funcs or funcs - {"count_star", "count", "sum"}):
             return "recompute-groups"

@@ -22,7 +22,10 @@ _NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
     exp.CurrentTime,
 )
 # Aggregates the delta rules handle (their analysis lives in `sql/analysis.py`).
-SUPPORTED_AGGREGATE_NODES = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+SUPPORTED_AGGREGATE_NODES = (
+    exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg,
+    exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop,
+)  # fmt: skip
 
 
 def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:

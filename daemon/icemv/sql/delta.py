@@ -17,7 +17,7 @@ from sqlglot import exp
 from icemv.identifiers import Identifier
 from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis, RowsAnalysis, selects_of
 from icemv.sql.names import ANY, WEIGHT, argument_column, key_column
-from icemv.sql.pinning import table_at
+from icemv.sql.pinning import pin_tables, table_at
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,4 @@ def query_at(
     analysis: MaintainableAnalysis, catalog: str, pins: Mapping[Identifier, int | None]
 ) -> exp.Query:
     """The view query with every source read at the given snapshots."""
-    query = analysis.query.copy()
-    for table in list(query.find_all(exp.Table)):
-        source = _identifier(table)
-        table.replace(table_at(catalog, source, pins[source], table.alias_or_name))
-    return query
+    return pin_tables(analysis.query, catalog, pins)

@@ -28,6 +28,15 @@ class PinnedQuery:
     sql: str
     sources: tuple[SourceState, ...]
 
+    @property
+    def table_pins(self) -> dict[Identifier, int | None]:
+        """The snapshot each source table is read at."""
+        return {
+            Identifier(s.namespace, s.name): s.snapshot_id
+            for s in self.sources
+            if s.type == "table"
+        }
+
 
 @dataclass
 class _Pinning:
@@ -77,7 +86,13 @@ class _Pinning:
                     f"materialized view {identifier} has lost its storage table "
                     f"{view.storage_table}"
                 )
-            return self._pinned_table(storage_table, alias)
+            pinned = self._pinned_table(storage_table, alias)
+            if not storage_table.state_columns:
+                return pinned
+            # Readers of an MV see its view columns, never its hidden state columns.
+            columns = [exp.column(c, quoted=True) for c in storage_table.columns]
+            inner_alias = exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+            return exp.Subquery(this=exp.select(*columns).from_(pinned), alias=inner_alias)
         if view.sql is None:
             raise ViewSqlError(f"view {identifier} has no Spark SQL representation")
         inner = self.query(
@@ -124,6 +139,15 @@ def table_at(catalog: str, identifier: Identifier, snapshot_id: int | None, alia
     )
     node.set("alias", table_alias)
     return node
+
+
+def pin_tables(query: exp.Query, catalog: str, pins: Mapping[Identifier, int | None]) -> exp.Query:
+    """A copy of a qualified query (every table fully named) reading each table at its pin."""
+    pinned = query.copy()
+    for table in list(pinned.find_all(exp.Table)):
+        source = Identifier((table.db,), table.name)
+        table.replace(table_at(catalog, source, pins[source], table.alias_or_name))
+    return pinned
 
 
 def _view_state(view: ViewInfo) -> SourceState:

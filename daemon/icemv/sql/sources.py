@@ -18,7 +18,9 @@ class TableInfo:
     identifier: Identifier
     uuid: str
     snapshot_id: int | None  # the current snapshot; None: no snapshot yet (empty)
-    columns: tuple[str, ...]  # top-level column names, exact case
+    columns: tuple[str, ...]  # top-level column names, exact case, state columns aside
+    # An MV storage table's hidden state columns (`_icemv_*`, sql/state.py): no query sees them.
+    state_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

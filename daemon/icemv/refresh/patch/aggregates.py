@@ -1,29 +1,31 @@
 """Patch an aggregate MV (one storage row per group) from the delta of its input rows.
 
-Two strategies (`IvmAnalysis.aggregate_strategy` chooses):
-  - merge-aggregates: stored aggregate + the delta's aggregate (COUNT, SUM, and MIN/MAX
-    for inserts only), matched by group keys;
+Two strategies (`AggregateAnalysis.aggregate_strategy` chooses):
+  - merge-aggregates: stored aggregates (and hidden state) + the delta's, matched by group
+    keys, one rule per aggregate function (aggregate_rules.py);
   - recompute-groups: the groups the delta touches are recomputed from the view query
-    at the new source snapshots (AVG, COUNT DISTINCT, HAVING, derived columns, or MIN/MAX
-    with deletes).
+    (with its state columns) at the new source snapshots: COUNT DISTINCT, HAVING, derived
+    columns, MIN/MAX under deletes, and without state AVG and the deviations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from pyiceberg.types import IcebergType
 from sqlglot import exp
 
 from icemv.errors import FullRefreshRequiredError
+from icemv.refresh.patch.aggregate_rules import merge_rules
 from icemv.refresh.patch.keyed import KeyedMerge, rewrite_from_driver, spark_merge
 from icemv.refresh.patch.model import PatchTarget, StoragePatch, TempViews
 from icemv.refresh.patch.sqltree import (
     aliased,
     all_of,
     any_of,
-    case,
     coalesce,
     col,
+    explode_copies,
     if_,
     null_safe_eq,
     num,
@@ -33,60 +35,24 @@ from icemv.refresh.patch.sqltree import (
     view,
 )
 from icemv.spec.summary import RefreshReason
-from icemv.sql.analysis import AggregateAnalysis, AggregateColumn
+from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.names import WEIGHT, argument_column, key_column
+from icemv.sql.state import StateColumn
 
 DELTA_COUNT = "__icemv_dcount"  # net rows entering a group
 PRESENT = "__icemv_present"  # the group exists at the new snapshots
-
-
-def _delta_name(index: int) -> str:
-    return f"__icemv_d{index}"
 
 
 def _gone_name(index: int) -> str:
     return f"__icemv_gone{index}"
 
 
-def _delta_expression(aggregate: AggregateColumn, index: int) -> exp.Expr:
-    """The aggregate of the delta rows of one group, weights applied."""
-    argument, weight = col(argument_column(index)), col(WEIGHT)
-    if aggregate.func == "count_star":
-        return sum_(weight)
-    if aggregate.func == "count":
-        present = exp.Not(this=exp.Is(this=argument, expression=exp.null()))
-        return sum_(if_(present, weight, num(0)))
-    if aggregate.func == "sum":
-        return sum_(exp.Mul(this=argument, expression=weight))
-    if aggregate.func == "min":
-        return exp.Min(this=argument)
-    if aggregate.func == "max":
-        return exp.Max(this=argument)
-    raise ValueError(f"{aggregate.func} is not merged from deltas")
-
-
-def _merged_value(aggregate: AggregateColumn, old: exp.Expr, delta: exp.Expr) -> exp.Expr:
-    """The stored value `old` combined with the delta's `delta`."""
-    if aggregate.func in ("count_star", "count"):
-        return exp.Add(this=old, expression=delta)
-    if aggregate.func == "sum":
-        return case(
-            (exp.Is(this=old.copy(), expression=exp.null()), delta.copy()),
-            (exp.Is(this=delta.copy(), expression=exp.null()), old.copy()),
-            default=exp.Add(this=old, expression=delta),
-        )
-    if aggregate.func == "min":
-        return exp.Least(this=old, expressions=[delta])
-    return exp.Greatest(this=old, expressions=[delta])
-
-
-def _may_be_null_now(aggregate: AggregateColumn, index: int, outputs: Sequence[str]) -> exp.Expr:
-    """The merged SUM is ~0 after non-NULL inputs were deleted: maybe none is left."""
-    old = col(outputs[aggregate.position], "t")
-    delta = col(_delta_name(index), "s")
-    merged = _merged_value(aggregate, old.copy(), delta.copy())
+def _may_be_null_now(merged: exp.Expr, stored: exp.Expr, index: int) -> exp.Expr:
+    """Without state: a merged SUM ~0 after non-NULL inputs were deleted may have none left."""
+    delta = col(f"__icemv_d{index}", "s")
     scale = exp.Add(
-        this=exp.Abs(this=coalesce(old, num(0))), expression=exp.Abs(this=coalesce(delta, num(0)))
+        this=exp.Abs(this=coalesce(stored, num(0))),
+        expression=exp.Abs(this=coalesce(delta, num(0))),
     )
     return paren(
         exp.and_(
@@ -117,19 +83,23 @@ def merge_aggregates_patch(
     target: PatchTarget,
     with_deletes: bool,
     recompute: Callable[[], StoragePatch],
+    state: Sequence[StateColumn] = (),
+    types: Mapping[str, IcebergType] | None = None,
 ) -> StoragePatch:
-    """Stored aggregates plus the delta's. A SUM whose inputs may all have been deleted
-    must turn NULL, which stored values cannot tell: such groups (merged sum ~ 0 after
-    deletions) send the whole patch to `recompute`, which reads those groups' base rows.
+    """Stored aggregates (and state) plus the delta's, by the rules of aggregate_rules.py.
+
+    Groups whose merge cannot be trusted send the whole patch to `recompute`, which reads
+    those groups' base rows: without state, a SUM whose inputs may all have been deleted
+    (merged sum ~ 0 after deletions; it must turn NULL, which stored values cannot tell);
+    with state, stored state that is unknown (NULL).
     """
     keys = _group_keys(analysis, outputs)
-    aggregates = analysis.aggregates
+    rules = merge_rules(analysis, outputs, state, types or {})
+    weight = exp.Sign(this=col(WEIGHT)) if rules.exploded else col(WEIGHT)
     projections: list[exp.Expr] = [col(alias) for _, alias in keys]
-    projections.append(aliased(sum_(col(WEIGHT)), DELTA_COUNT))
-    projections += [
-        aliased(_delta_expression(a, i), _delta_name(i)) for i, a in enumerate(aggregates)
-    ]
-    sums = [i for i, a in enumerate(aggregates) if a.func == "sum"]
+    projections.append(aliased(sum_(weight.copy()), DELTA_COUNT))
+    projections += [aliased(expression, alias) for alias, expression in rules.deltas.items()]
+    sums = [i for i, a in enumerate(analysis.aggregates) if a.func == "sum"] if not state else []
     if with_deletes:
         for i in sums:
             removed = exp.and_(
@@ -138,45 +108,58 @@ def merge_aggregates_patch(
             )
             projections.append(aliased(sum_(if_(removed, num(1), num(0))), _gone_name(i)))
     delta = exp.select(*projections).from_(subquery(pre_delta))
+    if rules.exploded:  # one row per unit of weight, for the deviations' (n, mean, M2)
+        delta = delta.lateral(explode_copies(exp.Abs(this=col(WEIGHT)), "__icemv_copy"))
     if keys:
         delta = delta.group_by(*[col(alias) for _, alias in keys])
+    else:  # a global aggregate over no change rows is one all-NULL row: no row instead
+        delta = delta.having(exp.GT(this=exp.Count(this=exp.Star()), expression=num(0)))
     source = views.register("aggd", delta)
     gone: exp.Expr = exp.false()
     if with_deletes and keys:  # a global aggregate always keeps its one row
-        count_index = next((i for i, a in enumerate(aggregates) if a.func == "count_star"), None)
-        if count_index is None:
-            raise ValueError("merge-aggregates with deletes needs COUNT(*)")
-        counted = col(outputs[aggregates[count_index].position], "t")
-        gone = paren(
-            exp.EQ(
-                this=paren(exp.Add(this=counted, expression=col(_delta_name(count_index), "s"))),
-                expression=num(0),
-            )
-        )
-    updates = {
-        outputs[a.position]: _merged_value(
-            a, col(outputs[a.position], "t"), col(_delta_name(i), "s")
-        )
-        for i, a in enumerate(aggregates)
-    }
-    inserts: list[exp.Expr] = []
-    for position, name in enumerate(outputs):
-        key = next((alias for out, alias in keys if out == name), None)
-        agg = next((i for i, a in enumerate(aggregates) if a.position == position), None)
-        inserts.append(col(key, "s") if key else col(_delta_name(agg or 0), "s"))
+        if rules.rows is None:
+            raise ValueError("merge-aggregates with deletes needs COUNT(*) or its state")
+        gone = paren(exp.EQ(this=paren(rules.rows.copy()), expression=num(0)))
+    key_outputs = {out: alias for out, alias in keys}
+    updates = {name: value for name, value in rules.values.items() if name not in key_outputs}
+    inserts: list[exp.Expr] = [
+        col(key_outputs[name], "s") if name in key_outputs else _new_group(rules.values[name])
+        for name in outputs
+    ]
     insert_when = exp.GT(this=col(DELTA_COUNT, "s"), expression=num(0))
     spec = KeyedMerge(source, _match(keys, "t", "s"), outputs, updates, inserts, gone, insert_when)
     suspects: exp.Expr = exp.false()
-    if with_deletes and sums:
-        suspects = any_of([_may_be_null_now(aggregates[i], i, outputs) for i in sums])
+    if state:
+        suspects = any_of([condition.copy() for condition in rules.unknown])
+    elif with_deletes and sums:
+        suspects = any_of([
+            _may_be_null_now(
+                rules.values[outputs[analysis.aggregates[i].position]].copy(),
+                col(outputs[analysis.aggregates[i].position], "t"),
+                i,
+            )
+            for i in sums
+        ])  # fmt: skip
     rewrite = rewrite_from_driver(views, spec, target, suspects)
     if rewrite is not None:
         return recompute() if rewrite.suspect else rewrite.patch
-    if not with_deletes:  # no suspects; Iceberg's summary of the commit has the counts
+    if not with_deletes and not state:  # no suspects; Iceberg's summary has the counts
         return spark_merge(views, spec, None)
     views.cache(source)  # read by the statistics and the MERGE
     counts = spec.counts(views.spark, target, suspects)
     return recompute() if counts.suspect else spark_merge(views, spec, counts)
+
+
+def _new_group(value: exp.Expr) -> exp.Expr:
+    """A merged value for a group the delta creates: every stored column NULL (a MERGE's
+    INSERT clause cannot name the target row)."""
+
+    def stored_to_null(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table == "t":
+            return exp.null()
+        return node
+
+    return value.copy().transform(stored_to_null)
 
 
 def recompute_groups_patch(

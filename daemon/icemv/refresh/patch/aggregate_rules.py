@@ -1,0 +1,236 @@
+"""How each aggregate of a view merges with its delta, one rule per aggregate function.
+
+A rule names the columns it needs from the grouped delta (`s`, aggregates over the weighted
+pre-aggregation rows) and the new value of each storage column it owns from the stored row
+(`t`, NULL for a group the delta creates) and `s`. With hidden state columns
+(sql/state.py) AVG, the deviations, a SUM losing its last input and a group losing its last
+row merge exactly; without them (an MV made before they existed) only COUNT, SUM and
+insert-only MIN/MAX merge, as before.
+
+Deviations merge with Chan, Golub and LeVeque's pairwise update of (count, mean, M2): the
+deleted rows' (n, mean, M2) is taken out of the stored one, then the inserted rows' added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pyiceberg.types import DecimalType, IcebergType
+from sqlglot import exp
+
+from icemv.mv.layout import spark_type
+from icemv.refresh.patch.sqltree import case, coalesce, col, if_, num, paren, sum_
+from icemv.sql.analysis import AggregateAnalysis, AggregateColumn
+from icemv.sql.names import WEIGHT, argument_column
+from icemv.sql.state import DEVIATIONS, ROWS, StateColumn, state_name
+
+
+@dataclass
+class MergeRules:
+    """The grouped delta's columns and every merged storage value, for one view."""
+
+    deltas: dict[str, exp.Expr] = field(default_factory=dict)  # alias -> aggregate over rows
+    values: dict[str, exp.Expr] = field(default_factory=dict)  # storage column -> new value
+    # The group's row count after the merge (a group with 0 rows goes); None: not known.
+    rows: exp.Expr | None = None
+    # Stored state that cannot be trusted (written NULL): such groups are recomputed.
+    unknown: list[exp.Expr] = field(default_factory=list)
+    # Deviations read the delta one row per unit of weight (see `weight`).
+    exploded: bool = False
+
+
+def _stored(name: str) -> exp.Column:
+    return col(name, "t")
+
+
+def _delta(alias: str) -> exp.Column:
+    return col(alias, "s")
+
+
+def _zero_if_new(name: str) -> exp.Expr:
+    return coalesce(_stored(name), num(0))
+
+
+def _is_null(expression: exp.Expr) -> exp.Expr:
+    return exp.Is(this=expression, expression=exp.null())
+
+
+def _not_null(expression: exp.Expr) -> exp.Expr:
+    return exp.Not(this=_is_null(expression))
+
+
+def _cast(expression: exp.Expr, sql_type: str) -> exp.Expr:
+    return exp.Cast(this=expression, to=exp.DataType.build(sql_type, dialect="spark"))
+
+
+def _div(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    return exp.Div(this=paren(left), expression=paren(right))
+
+
+def _mul(*factors: exp.Expr) -> exp.Expr:
+    product = factors[0]
+    for factor in factors[1:]:
+        product = exp.Mul(this=paren(product), expression=paren(factor))
+    return product
+
+
+def _sub(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    return exp.Sub(this=paren(left), expression=paren(right))
+
+
+def _add(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    return exp.Add(this=paren(left), expression=paren(right))
+
+
+def _eq(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    return exp.EQ(this=left, expression=right)
+
+
+def merge_rules(
+    analysis: AggregateAnalysis,
+    outputs: Sequence[str],
+    state: Sequence[StateColumn],
+    types: Mapping[str, IcebergType],
+) -> MergeRules:
+    """Rules for every aggregate of `analysis` (its storage columns are `outputs`)."""
+    rules = MergeRules(exploded=any(a.func in DEVIATIONS for a in analysis.aggregates))
+    weight = exp.Sign(this=col(WEIGHT)) if rules.exploded else col(WEIGHT)
+    names = {c.name for c in state}
+    for index, aggregate in enumerate(analysis.aggregates):
+        output = outputs[aggregate.position]
+        argument = col(argument_column(index))
+        _rule(rules, aggregate, index, output, argument, weight, names, types)
+    if ROWS in names:
+        rules.deltas["__icemv_drows"] = sum_(weight.copy())
+        rows = _add(_zero_if_new(ROWS), _delta("__icemv_drows"))
+        rules.values[ROWS] = rows
+        rules.unknown.append(_is_null(_stored(ROWS)))
+    if rules.rows is None and ROWS in names:
+        rules.rows = rules.values[ROWS]
+    return rules
+
+
+def _rule(
+    rules: MergeRules,
+    aggregate: AggregateColumn,
+    index: int,
+    output: str,
+    argument: exp.Expr,
+    weight: exp.Expr,
+    state: set[str],
+    types: Mapping[str, IcebergType],
+) -> None:
+    func = aggregate.func
+    delta = f"__icemv_d{index}"
+    counted = if_(_not_null(argument.copy()), weight.copy(), num(0))
+    if func in ("count_star", "count"):
+        rules.deltas[delta] = sum_(weight.copy() if func == "count_star" else counted)
+        rules.values[output] = _add(_zero_if_new(output), _delta(delta))
+        if func == "count_star":
+            rules.rows = rules.values[output]
+        return
+    if func in ("min", "max"):  # inserts only (deletes recompute the groups)
+        rules.deltas[delta] = (exp.Min if func == "min" else exp.Max)(this=argument.copy())
+        pick = exp.Least if func == "min" else exp.Greatest
+        rules.values[output] = pick(this=_stored(output), expressions=[_delta(delta)])
+        return
+    count = state_name("count", output)
+    stateful = count in state
+    if stateful:
+        rules.deltas[f"__icemv_dc{index}"] = sum_(counted)
+        new_count = _add(_zero_if_new(count), _delta(f"__icemv_dc{index}"))
+        rules.values[count] = new_count
+        rules.unknown.append(_is_null(_stored(count)))
+    if func == "sum":
+        rules.deltas[delta] = sum_(_mul(argument.copy(), weight.copy()))
+        if stateful:  # NULL exactly when no non-NULL input is left
+            merged: exp.Expr = _add(_zero_if_new(output), coalesce(_delta(delta), num(0)))
+            rules.values[output] = if_(_eq(new_count.copy(), num(0)), exp.null(), merged)
+        else:
+            stored, change = _stored(output), _delta(delta)
+            rules.values[output] = case(
+                (_is_null(stored.copy()), change.copy()),
+                (_is_null(change.copy()), stored.copy()),
+                default=_add(stored, change),
+            )
+        return
+    if func == "avg":
+        total = state_name("sum", output)
+        decimal = isinstance(types.get(total), DecimalType)
+        value = argument.copy() if decimal else _cast(argument.copy(), "DOUBLE")
+        rules.deltas[delta] = sum_(_mul(value, weight.copy()))
+        summed = _add(_zero_if_new(total), coalesce(_delta(delta), num(0)))
+        summed = _cast(summed, spark_type(types[total]))  # as Spark's AVG keeps its sum
+        empty = _eq(new_count.copy(), num(0))
+        rules.values[total] = if_(empty.copy(), exp.null(), summed.copy())
+        if decimal:  # Spark: sum / CAST(count AS DECIMAL(20, 0)), cast to the AVG type
+            quotient = _div(summed, _cast(new_count.copy(), "DECIMAL(20, 0)"))
+            mean: exp.Expr = _cast(quotient, spark_type(types[output]))
+        else:
+            mean = _div(summed, _cast(new_count.copy(), "DOUBLE"))
+        rules.values[output] = if_(empty, exp.null(), mean)
+        return
+    if func in DEVIATIONS:
+        _deviation_rule(rules, func, index, output, argument, new_count)
+        return
+    raise ValueError(f"{func} has no merge rule")
+
+
+def _deviation_rule(
+    rules: MergeRules,
+    func: str,
+    index: int,
+    output: str,
+    argument: exp.Expr,
+    new_count: exp.Expr,
+) -> None:
+    """(n, mean, M2) of the deleted rows out, of the inserted rows in (rows exploded)."""
+    value = _cast(argument.copy(), "DOUBLE")
+    sides = {}
+    for side, sign in (("i", exp.GT), ("d", exp.LT)):
+        picked = if_(sign(this=col(WEIGHT), expression=num(0)), value.copy(), exp.null())
+        n, mu, m2 = (f"__icemv_{side}{part}{index}" for part in ("n", "mean", "m2"))
+        rules.deltas[n] = exp.Count(this=picked.copy())
+        rules.deltas[mu] = coalesce(exp.Avg(this=picked.copy()), num(0))
+        rules.deltas[m2] = coalesce(
+            _mul(exp.VariancePop(this=picked.copy()), exp.Count(this=picked)), num(0)
+        )
+        sides[side] = (_delta(n), _delta(mu), _delta(m2))
+    count, mean_name, m2_name = (state_name(r, output) for r in ("count", "mean", "m2"))
+    n0, mu0, m20 = _zero_if_new(count), _zero_if_new(mean_name), _zero_if_new(m2_name)
+    rules.unknown += [_is_null(_stored(mean_name)), _is_null(_stored(m2_name))]
+    (n_i, mu_i, m2_i), (n_d, mu_d, m2_d) = sides["i"], sides["d"]
+    # Take the deleted rows out: a = ab - b.
+    n1 = _sub(n0.copy(), n_d.copy())
+    mu1 = if_(
+        _eq(n1.copy(), num(0)),
+        num(0),
+        _div(_sub(_mul(n0.copy(), mu0), _mul(n_d.copy(), mu_d.copy())), n1.copy()),
+    )
+    shift = _sub(mu_d.copy(), mu1.copy())
+    m21 = case(
+        (_eq(n1.copy(), num(0)), num(0)),
+        (_eq(n_d.copy(), num(0)), m20.copy()),
+        default=exp.Greatest(this=_sub(_sub(m20, m2_d), _div(
+            _mul(shift.copy(), shift, n1.copy(), n_d.copy()), n0.copy())),
+            expressions=[num(0)]),
+    )  # fmt: skip
+    # Then add the inserted rows: ab = a + b.
+    n2 = new_count
+    delta = _sub(mu_i.copy(), mu1.copy())
+    mu2 = if_(
+        _eq(n2.copy(), num(0)),
+        num(0),
+        _add(mu1.copy(), _div(_mul(delta.copy(), n_i.copy()), n2.copy())),
+    )
+    m22 = if_(_eq(n2.copy(), num(0)), num(0), _add(_add(m21, m2_i), _div(
+        _mul(delta.copy(), delta, n1, n_i), n2.copy())))  # fmt: skip
+    rules.values[mean_name] = mu2
+    rules.values[m2_name] = m22.copy()
+    population = func in ("stddev_pop", "var_pop")
+    divisor = n2.copy() if population else _sub(n2.copy(), num(1))
+    limit = num(0) if population else num(1)
+    variance = if_(exp.LTE(this=n2.copy(), expression=limit), exp.null(), _div(m22, divisor))
+    stddev = func.startswith("stddev")
+    rules.values[output] = exp.Sqrt(this=variance) if stddev else variance
