@@ -19,13 +19,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import psycopg2
 import pytest
@@ -37,7 +36,7 @@ from icemv.events.formats.icemv import IcemvCommitEvent
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
-from tests.support.daemon import is_fresh, kafka_settings, metric, wait_for
+from tests.support.daemon import LogLines, is_fresh, kafka_settings, metric, wait_for
 from tests.support.kafka_broker import TansuBroker, free_port
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
@@ -50,42 +49,7 @@ POLL_INTERVAL_SECONDS = 0.5
 BLOCKED_SECONDS = 4 * POLL_INTERVAL_SECONDS
 
 
-class Output:
-    """Every line a stream carries, read by a thread, kept raw and in order."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.raw: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self.raw.append(line)
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the stream did not end"
-
-    def events(self) -> list[dict[str, Any]]:
-        """The lines read so far that are JSON objects (while the daemon runs)."""
-        parsed = []
-        for line in list(self.raw):
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                parsed.append(value)
-        return parsed
-
-    def count(self, event: str, **fields: Any) -> int:
-        return sum(
-            line.get("event") == event and all(line.get(k) == v for k, v in fields.items())
-            for line in self.events()
-        )
-
-
-def every_line_json(name: str, output: Output) -> list[dict[str, Any]]:
+def every_line_json(name: str, output: LogLines) -> list[dict[str, Any]]:
     """Each line parsed; the first one that is not exactly one JSON object fails the test."""
     parsed = []
     for number, line in enumerate(output.raw, 1):
@@ -188,7 +152,7 @@ def test_every_line_is_json_through_commits_an_outage_and_overrunning_polls(
     )
     daemon_process.append(process)
     assert process.stdout is not None and process.stderr is not None
-    stdout, stderr = Output(process.stdout), Output(process.stderr)
+    stdout, stderr = LogLines(process.stdout), LogLines(process.stderr)
 
     def ready() -> bool:
         assert process.poll() is None, f"daemon exited early: {stderr.raw[-5:]}"
