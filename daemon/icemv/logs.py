@@ -145,7 +145,8 @@ def logger_levels(config: LoggingConfig) -> dict[str, int]:
     return levels
 
 
-def configure_logging(config: LoggingConfig) -> None:
+def configure_logging(config: LoggingConfig) -> bool:
+    """Set up logging for the process; whether its lines are JSON."""
     use_json = config.format == "json" or (config.format == "auto" and not sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
@@ -186,6 +187,7 @@ def configure_logging(config: LoggingConfig) -> None:
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=False,
     )
+    return use_json
 
 
 def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
