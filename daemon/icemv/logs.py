@@ -30,6 +30,7 @@ DEFAULT_LIBRARY_LEVELS: dict[str, int] = {
     "apscheduler": logging.WARNING,
     "botocore": logging.WARNING,
     "kafka": logging.WARNING,
+    "pgserver": logging.WARNING,
     "py4j": logging.WARNING,
     "pyiceberg": logging.WARNING,
     "urllib3": logging.WARNING,

@@ -218,8 +218,8 @@ class LoggingConfig(_Section):
 
     `level` is the root level. `levels` sets Python loggers by name, a library's or an
     icemv module's (`kafka: INFO`, `icemv.service.consumer: DEBUG`); the chatty libraries
-    (apscheduler, botocore, kafka, py4j, pyiceberg, urllib3) stay at WARNING (or `level` if
-    higher) unless named. `spark_level` is the Spark JVM's log4j level; its lines are
+    (`icemv.logs.DEFAULT_LIBRARY_LEVELS`) stay at WARNING (or `level` if higher) unless
+    named. `spark_level` is the Spark JVM's log4j level; its lines are
     re-emitted as events of logger `spark`.
     """
 
