@@ -138,7 +138,13 @@ def test_every_line_is_json_through_commits_an_outage_and_overrunning_polls(
     raw["polling"] = {"interval_seconds": POLL_INTERVAL_SECONDS}
     raw["refresh"] = {"coalesce_seconds": 0.2}
     raw["metrics"] = {"host": "127.0.0.1", "port": port}
-    raw["logging"] = {"format": "json", "level": "DEBUG"}
+    # Everything at its most talkative: the Spark JVM at INFO, kafka-python too.
+    raw["logging"] = {
+        "format": "json",
+        "level": "DEBUG",
+        "spark_level": "INFO",
+        "levels": {"kafka": "INFO"},
+    }
     config_path = tmp_path / "icemv.yaml"
     config_path.write_text(yaml.safe_dump(raw))
     icemv = Path(sys.executable).parent / "icemv"
@@ -233,6 +239,11 @@ def test_every_line_is_json_through_commits_an_outage_and_overrunning_polls(
     # Library and JVM lines came through as JSON too (the outage makes kafka-python talk).
     loggers = {line.get("logger") for line in lines}
     assert any(str(name).startswith("kafka") for name in loggers), sorted(map(str, loggers))
+    jvm = [line for line in lines if line.get("logger") == "spark"]
+    assert {line["event"] for line in jvm} <= {"jvm_log", "jvm_output"}
+    assert any(line.get("level") == "info" for line in jvm), "no INFO line of the JVM"
+    # Its last words (shutdown hooks) came before the daemon exited.
+    assert any("ShutdownHookManager" in str(line.get("java_logger")) for line in jvm)
     assert not any("maximum number of running instances" in line for line in stderr.raw)
 
     # An episode is a run of consecutive overrunning polls; each has exactly one line.

@@ -200,8 +200,35 @@ def _launch_jvm(launch: dict[str, str]) -> None:
     # The JVM's output is one pipe, re-emitted line by line through icemv's logging.
     popen = {"start_new_session": True, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
     gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]
-    start_pump(gateway.proc.stdout)
+    global _jvm_output
+    _jvm_output = (gateway.proc, start_pump(gateway.proc.stdout))
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+# The driver JVM this process launched, and the thread re-emitting its output.
+_jvm_output: tuple[subprocess.Popen[bytes], threading.Thread] | None = None
+
+
+def stop_jvm(timeout: float = 30.0) -> None:
+    """End the driver JVM (after `stop_spark`) and wait until everything it wrote is logged.
+
+    For a process about to exit: PySpark's gateway exits when its stdin closes, and no
+    line of its last words is lost or written while the interpreter shuts down. The JVM
+    cannot be started again in this process afterwards.
+    """
+    global _jvm_output
+    launched, _jvm_output = _jvm_output, None
+    if launched is None:
+        return
+    process, pump = launched
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("spark_jvm_stop_failed", error=type(exc).__name__)
+        process.kill()
+    pump.join(timeout)
 
 
 def _load_catalog(session: SparkSession, catalog: str) -> None:
