@@ -14,6 +14,7 @@ field once made a 5 MB line.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -126,7 +127,25 @@ class _CurrentStderr:
 
 
 class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """The one handler icemv installs on the root logger (found again on reconfiguration)."""
+    """The one handler icemv installs on the root logger (found again on reconfiguration).
+
+    A record that cannot be formatted (a library's broken %-arguments) becomes one
+    `log_record_unformattable` line, not logging's multi-line "--- Logging error ---".
+    """
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        line = {
+            "event": "log_record_unformattable",
+            "level": "error",
+            "logger": record.name,
+            "record_level": record.levelname,
+            "msg": bounded(record.msg),
+        }
+        try:
+            self.stream.write(json.dumps(line, default=str) + self.terminator)
+            self.flush()
+        except Exception:  # noqa: BLE001 (nowhere left to report it)
+            pass
 
 
 def level_number(name: str) -> int:

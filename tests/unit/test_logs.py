@@ -138,6 +138,22 @@ def test_library_records_are_json_lines_at_their_configured_levels(
 
 
 @pytest.mark.usefixtures("reset_structlog")
+def test_a_record_that_cannot_be_formatted_is_still_one_json_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging(LoggingConfig(format="json"))
+    # Straight to icemv's handler: pytest's own capture handler re-raises such errors.
+    [handler] = [h for h in logging.getLogger().handlers if type(h).__name__ == "_LineHandler"]
+    record = logging.LogRecord(
+        "somelib", logging.WARNING, __file__, 1, "%d items", ("not a number",), None
+    )
+    handler.handle(record)
+    [line] = json_lines(capsys.readouterr().err)
+    assert line["event"] == "log_record_unformattable"
+    assert (line["logger"], line["msg"], line["record_level"]) == ("somelib", "%d items", "WARNING")
+
+
+@pytest.mark.usefixtures("reset_structlog")
 def test_a_thread_that_dies_leaves_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging(LoggingConfig(format="json"))
 
