@@ -99,6 +99,14 @@ def test_debug_flag_adds_the_traceback(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines()[-1].startswith("icemv: error: ")
 
 
+def test_a_bad_log_level_is_one_config_error_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "icemv.yaml", {"logging": {"levels": {"kafka": "LOUD"}}})
+    result = run_cli("--config", config, "run")
+    assert result.returncode == 2
+    line = one_error_line(result.stderr)
+    assert "logging.levels.kafka: Input should be 'DEBUG', 'INFO', 'WARNING'" in line
+
+
 def test_a_json_daemon_that_cannot_start_says_so_in_json(tmp_path: Path) -> None:
     """`icemv run` logging JSON: its last word is a JSON line too, not `icemv: error:`."""
     with socket.socket() as taken:
