@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:
+    except Exception as exc:  # the CLI's last word: one line, exit 1 or 2
         user_error = isinstance(exc, user_errors())
         message = one_line(str(exc)) if user_error else runtime_message(exc)
         code = 2 if user_error else 1
