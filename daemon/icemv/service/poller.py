@@ -56,7 +56,7 @@ class _NoSkippedRunLines(logging.Filter):
     """Drops APScheduler's "skipped: maximum number of running instances reached" record,
     which it writes on every interval a job overlaps its previous run. The Reconciler
     counts and logs a poll's overruns itself, once per episode; a per-MV check or schedule
-    that overlaps its previous run has its request merged into that one's anyway."""
+    skipped so is covered by its run still going."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "maximum number of running instances reached" not in str(record.msg)
