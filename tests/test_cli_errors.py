@@ -6,7 +6,9 @@ JVM, so they call `main()` in-process (sharing the session's Spark) and read cap
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -95,6 +97,35 @@ def test_debug_flag_adds_the_traceback(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("icemv: error: ")
+
+
+def test_a_bad_log_level_is_one_config_error_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "icemv.yaml", {"logging": {"levels": {"kafka": "LOUD"}}})
+    result = run_cli("--config", config, "run")
+    assert result.returncode == 2
+    line = one_error_line(result.stderr)
+    assert "logging.levels.kafka: Input should be 'DEBUG', 'INFO', 'WARNING'" in line
+
+
+def test_a_json_daemon_that_cannot_start_says_so_in_json(tmp_path: Path) -> None:
+    """`icemv run` logging JSON: its last word is a JSON line too, not `icemv: error:`."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config = write_config(
+            tmp_path / "icemv.yaml",
+            {
+                "catalog": {"uri": f"sqlite:///{tmp_path / 'catalog.db'}"},
+                "warehouse": {"location": str(tmp_path / "wh")},
+                "metrics": {"host": "127.0.0.1", "port": taken.getsockname()[1]},
+                "logging": {"format": "json"},
+            },
+        )
+        result = run_cli("--config", config, "run")
+    assert result.returncode == 1 and result.stdout == ""
+    [line] = [json.loads(text) for text in result.stderr.splitlines()]
+    assert line["event"] == "daemon_failed" and line["level"] == "error"
+    assert "Address already in use" in line["error"]
 
 
 def test_unreachable_broker_on_emit(tmp_path: Path) -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +22,14 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import refresh_history
 from icemv.mv.lifecycle import create_mv
-from tests.support.daemon import RunningDaemon, daemon_config, is_fresh, kafka_settings, wait_for
+from tests.support.daemon import (
+    LogLines,
+    RunningDaemon,
+    daemon_config,
+    is_fresh,
+    kafka_settings,
+    wait_for,
+)
 from tests.support.kafka_broker import TansuBroker, free_port
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
@@ -32,33 +37,6 @@ from tests.support.tables import append_trips, create_trips
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
-
-
-class LogLines:
-    """Collects a process's JSON log lines from a pipe, in a thread."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.lines: list[dict[str, Any]] = []
-        self.raw: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self.raw.append(line)
-            try:
-                self.lines.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-
-    def seen(self, event: str, **fields: Any) -> bool:
-        return self.count(event, **fields) > 0
-
-    def count(self, event: str, **fields: Any) -> int:
-        return sum(
-            line.get("event") == event and all(line.get(k) == v for k, v in fields.items())
-            for line in list(self.lines)
-        )
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from sqlalchemy.engine import make_url
 from icemv.catalog.backends import open_backend
 from icemv.catalog.jdbc import resolve_endpoint
 from icemv.config import parse_config
-from icemv.engine.spark import S3_FILE_IO, launch_settings, spark_conf
+from icemv.engine.jvm_output import LOG4J2_CONFIG
+from icemv.engine.spark import JAVA_OPTIONS_KEY, S3_FILE_IO, launch_settings, spark_conf
 from icemv.errors import ConfigError, SparkSetupError
 
 PASSWORD = "p@ss:w/rd%?#"
@@ -115,3 +116,25 @@ def test_the_aws_bundle_as_a_package_keeps_the_iceberg_runtime() -> None:
     runtime = "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"
     config = parse_config(s3_config(iceberg_jar=None, packages=[runtime, bundle]))
     assert "spark.jars" not in spark_conf(config, open_backend(config))
+
+
+def test_the_driver_jvm_logs_json_at_the_configured_level_unless_told_otherwise() -> None:
+    config = parse_config({"catalog": {"uri": "postgresql://db/lake"}})
+    options = launch_settings(spark_conf(config, open_backend(config)))[JAVA_OPTIONS_KEY]
+    assert options.split() == [
+        f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}",
+        "-Dicemv.spark.log.level=WARN",
+    ]
+    assert LOG4J2_CONFIG.is_file()
+    assert spark_conf(config, open_backend(config))["spark.ui.showConsoleProgress"] == "false"
+    own = "-Dlog4j2.configurationFile=file:///etc/mine.xml -Xss4m"
+    config = parse_config(
+        {
+            "catalog": {"uri": "postgresql://db/lake"},
+            "logging": {"spark_level": "error"},
+            "spark": {"conf": {JAVA_OPTIONS_KEY: own}},
+        }
+    )
+    options = spark_conf(config, open_backend(config))[JAVA_OPTIONS_KEY]
+    # Later options win on the java command line: the user's own file replaces icemv's.
+    assert options.endswith(f" {own}") and "-Dicemv.spark.log.level=ERROR" in options

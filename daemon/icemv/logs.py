@@ -1,5 +1,12 @@
 """structlog setup: JSON lines for machines, readable console output for a terminal.
 
+One handler on the root logger writes every line: icemv's own structlog events and the
+standard library's records of every library (APScheduler, kafka-python, py4j, pyiceberg,
+urllib3, Python warnings) go through the same structlog processors, so with format `json`
+every line on stderr is one JSON object. Each line is one write under the handler's lock,
+so lines of different threads never interleave. (The Spark JVM's output joins them through
+`icemv.engine.jvm_output`.)
+
 Every log call passes `bound_fields`, so no value can make a huge log line: values often
 come from outside (event fields, names, error messages quoting them), and one 5 MB event
 field once made a 5 MB line.
@@ -7,14 +14,30 @@ field once made a 5 MB line.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import threading
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO, cast
 
 import structlog
 
 from icemv.config import LoggingConfig
+
+# Libraries that talk a lot at INFO: at least WARNING (or `logging.level` if higher) unless
+# `logging.levels` names them.
+DEFAULT_LIBRARY_LEVELS: dict[str, int] = {
+    "apscheduler": logging.WARNING,
+    "botocore": logging.WARNING,
+    "kafka": logging.WARNING,
+    "pgserver": logging.WARNING,
+    "py4j": logging.WARNING,
+    "pyiceberg": logging.WARNING,
+    "urllib3": logging.WARNING,
+}
+# The logger the Spark JVM's lines are re-emitted by; its level follows `spark_level`.
+SPARK_LOGGER = "spark"
 
 # One field's text; a whole line's (the sum of its fields); a traceback keeps its tail.
 MAX_FIELD_CHARS = 2_000
@@ -103,26 +126,97 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
-def configure_logging(config: LoggingConfig) -> None:
+class _LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The one handler icemv installs on the root logger (found again on reconfiguration).
+
+    A record that cannot be formatted (a library's broken %-arguments) becomes one
+    `log_record_unformattable` line, not logging's multi-line "--- Logging error ---".
+    """
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        line = {
+            "event": "log_record_unformattable",
+            "level": "error",
+            "logger": record.name,
+            "record_level": record.levelname,
+            "msg": bounded(record.msg),
+        }
+        try:
+            self.stream.write(json.dumps(line, default=str) + self.terminator)
+            self.flush()
+        except Exception:  # noqa: BLE001 (nowhere left to report it)
+            pass
+
+
+def level_number(name: str) -> int:
+    number = logging.getLevelName(name)
+    if not isinstance(number, int):
+        raise ValueError(f"unknown log level {name!r}")
+    return number
+
+
+def logger_levels(config: LoggingConfig) -> dict[str, int]:
+    """The level of each named logger: library defaults (never below `level`), then
+    `spark` at `spark_level`, then `levels` as given."""
+    root = level_number(config.level)
+    levels = {name: max(root, default) for name, default in DEFAULT_LIBRARY_LEVELS.items()}
+    levels[SPARK_LOGGER] = level_number(config.spark_level)
+    levels.update({name: level_number(value) for name, value in config.levels.items()})
+    return levels
+
+
+def configure_logging(config: LoggingConfig) -> bool:
+    """Set up logging for the process; whether its lines are JSON."""
     use_json = config.format == "json" or (config.format == "auto" and not sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
     )
-    level = logging.getLevelName(config.level)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(message)s")
-    # Chatty libraries stay at warning unless asked for debug.
-    for name in ("py4j", "kafka", "apscheduler", "pyiceberg"):
-        logging.getLogger(name).setLevel(max(level, logging.WARNING))
-    structlog.configure(
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
         processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
             bound_fields,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),
+    )
+    handler = _LineHandler(cast(TextIO, _CurrentStderr()))
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _LineHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level_number(config.level))
+    for name, level in logger_levels(config).items():
+        logging.getLogger(name).setLevel(level)
+    logging.captureWarnings(True)
+    threading.excepthook = _log_thread_exception
+    structlog.configure(
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        wrapper_class=structlog.stdlib.BoundLogger,
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=False,
+    )
+    return use_json
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    """A thread's uncaught exception as one log line, not a bare traceback on stderr."""
+    if args.exc_type is SystemExit:
+        return
+    thread = args.thread.name if args.thread is not None else None
+    structlog.get_logger("icemv.threads").error(
+        "thread_failed",
+        thread=thread,
+        exc_info=(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback),
     )

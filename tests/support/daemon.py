@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -36,6 +37,38 @@ def metric(port: int, name: str, labels: dict[str, str]) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value
     return total
+
+
+class LogLines:
+    """Collects a process's JSON log lines from a pipe, in a thread."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.raw: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.raw.append(line)
+            try:
+                self.lines.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+
+    def join(self, timeout: float) -> None:
+        """Wait for the stream to end (the process exited) and every line to be read."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the stream did not end"
+
+    def seen(self, event: str, **fields: Any) -> bool:
+        return self.count(event, **fields) > 0
+
+    def count(self, event: str, **fields: Any) -> int:
+        return sum(
+            line.get("event") == event and all(line.get(k) == v for k, v in fields.items())
+            for line in list(self.lines)
+        )
 
 
 class RunningDaemon:

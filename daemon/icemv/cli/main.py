@@ -6,6 +6,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+import structlog
+
+from icemv.cli.commands import cmd_run
 from icemv.cli.errors import one_line, runtime_message, user_errors
 from icemv.cli.parser import build_parser
 from icemv.config import load_config
@@ -19,20 +22,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     args.debug = bool(getattr(args, "debug", False))
+    # The daemon logging JSON says its last word as a log event too: every line is JSON.
+    json_daemon = False
     try:
         config = load_config(args.config)
-        configure_logging(config.logging)
+        json_daemon = configure_logging(config.logging) and args.handler is cmd_run
         result: int = args.handler(config, args)
         return result
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 (the CLI's last word: one line, exit 1 or 2)
+    except Exception as exc:  # the CLI's last word: one line, exit 1 or 2
         user_error = isinstance(exc, user_errors())
+        message = one_line(str(exc)) if user_error else runtime_message(exc)
+        code = 2 if user_error else 1
+        if json_daemon:
+            log = structlog.get_logger("icemv.cli.main")
+            log.error("daemon_failed", error=message, exit_code=code, exc_info=args.debug)
+            return code
         if args.debug:
             traceback.print_exc()
-        message = one_line(str(exc)) if user_error else runtime_message(exc)
         print(f"icemv: error: {message}", file=sys.stderr)
-        return 2 if user_error else 1
+        return code
 
 
 if __name__ == "__main__":

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
+    field_validator,
     model_validator,
 )
 
@@ -197,9 +199,42 @@ class MetricsConfig(_Section):
     port: int = Field(default=9108, ge=0, le=65535)
 
 
+LevelName = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def _upper_level(value: Any) -> Any:
+    """Level names in any case; log4j's `WARN` (and Python's alias) is `WARNING`."""
+    if not isinstance(value, str):
+        return value
+    upper = value.strip().upper()
+    return "WARNING" if upper == "WARN" else upper
+
+
+Level = Annotated[LevelName, BeforeValidator(_upper_level)]
+
+
 class LoggingConfig(_Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Log lines on stderr: with format `json` (`auto` off a terminal) one JSON object each.
+
+    `level` is the root level. `levels` sets Python loggers by name, a library's or an
+    icemv module's (`kafka: INFO`, `icemv.service.consumer: DEBUG`); the chatty libraries
+    (`icemv.logs.DEFAULT_LIBRARY_LEVELS`) stay at WARNING (or `level` if higher) unless
+    named. `spark_level` is the Spark JVM's log4j level; its lines are
+    re-emitted as events of logger `spark`.
+    """
+
+    level: Level = "INFO"
     format: Literal["auto", "json", "console"] = "auto"
+    levels: dict[str, Level] = Field(default_factory=dict)
+    spark_level: Level = "WARNING"
+
+    @field_validator("levels", mode="after")
+    @classmethod
+    def _named_loggers(cls, levels: dict[str, str]) -> dict[str, str]:
+        for name in levels:
+            if not name.strip() or name != name.strip():
+                raise ValueError(f"logger name {name!r} is empty or has surrounding spaces")
+        return levels
 
 
 class MaterializedViewSpec(_Section):

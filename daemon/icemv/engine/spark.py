@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import subprocess
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ import structlog
 
 from icemv.catalog.backends import CatalogBackend
 from icemv.config import Config
+from icemv.engine.jvm_output import LOG4J2_CONFIG, log4j_level, start_pump
 from icemv.errors import SparkSetupError
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ S3A_KEYS = {
 }
 # Keys whose values are secrets; Spark's own default spark.redaction.regex, widened.
 SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.-]?key")
+JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
 
 
 def vendored_iceberg_jar() -> str:
@@ -97,6 +100,15 @@ def spark_conf(config: Config, backend: CatalogBackend) -> dict[str, str]:
     if spark.packages:
         conf["spark.jars.packages"] = ",".join(spark.packages)
     conf.update(spark.conf)
+    # The JVM logs JSON lines at logging.spark_level (icemv re-emits them, jvm_output.py);
+    # options of the user's own come later on the command line and win.
+    logging_options = (
+        # A file: URI has no spaces to split the option string at.
+        f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} "
+        f"-Dicemv.spark.log.level={log4j_level(config.logging.spark_level)}"
+    )
+    own = conf.get(JAVA_OPTIONS_KEY, "").strip()
+    conf[JAVA_OPTIONS_KEY] = f"{logging_options} {own}".strip()
     return conf
 
 
@@ -164,7 +176,7 @@ def _create_session(config: Config, backend: CatalogBackend) -> SparkSession:
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session.sparkContext.setLogLevel(log4j_level(config.logging.spark_level))
     _load_catalog(session, config.catalog.name)
     return session
 
@@ -175,6 +187,7 @@ def _launch_jvm(launch: dict[str, str]) -> None:
     A SIGTERM (or Ctrl-C) to the daemon's process group, as Kubernetes and shells send
     it, then reaches only the daemon, which stops gracefully and stops Spark itself; the
     JVM still dies with its parent, as PySpark's gateway exits when its stdin closes.
+    Everything the JVM writes reaches stderr as log events (`jvm_output`).
     """
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
@@ -184,8 +197,38 @@ def _launch_jvm(launch: dict[str, str]) -> None:
     spark_conf = SparkConf(loadDefaults=False)
     for key, value in launch.items():
         spark_conf.set(key, value)
-    gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+    # The JVM's output is one pipe, re-emitted line by line through icemv's logging.
+    popen = {"start_new_session": True, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+    gateway = launch_gateway(spark_conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]
+    global _jvm_output
+    _jvm_output = (gateway.proc, start_pump(gateway.proc.stdout))
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+# The driver JVM this process launched, and the thread re-emitting its output.
+_jvm_output: tuple[subprocess.Popen[bytes], threading.Thread] | None = None
+
+
+def stop_jvm(timeout: float = 30.0) -> None:
+    """End the driver JVM (after `stop_spark`) and wait until everything it wrote is logged.
+
+    For a process about to exit: PySpark's gateway exits when its stdin closes, and no
+    line of its last words is lost or written while the interpreter shuts down. The JVM
+    cannot be started again in this process afterwards.
+    """
+    global _jvm_output
+    launched, _jvm_output = _jvm_output, None
+    if launched is None:
+        return
+    process, pump = launched
+    try:
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("spark_jvm_stop_failed", error=type(exc).__name__)
+        process.kill()
+    pump.join(timeout)
 
 
 def _load_catalog(session: SparkSession, catalog: str) -> None:

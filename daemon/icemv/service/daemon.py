@@ -303,7 +303,8 @@ def run_daemon(config: Config, config_path: str | None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    from icemv.engine.spark import stop_spark
+    from icemv.engine.spark import stop_jvm, stop_spark
 
     stop_spark()
+    stop_jvm()
     return code

@@ -36,6 +36,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_commit_to_fresh_seconds",
     "icemv_kafka_consumer_lag",
     "icemv_kafka_connected",
+    "icemv_poll_overruns_total",
 )
 
 STATES: tuple[State, ...] = ("fresh", "stale", "invalid")
@@ -148,6 +149,11 @@ class Metrics:
         self.kafka_connected = Gauge(
             "icemv_kafka_connected", "1 while connected to Kafka, else 0.", registry=r
         )
+        self.poll_overruns = Counter(
+            "icemv_poll_overruns",
+            "Catalog polls that took longer than polling.interval_seconds.",
+            registry=r,
+        )
         self.up.set(1)
         self.build_info.labels(version or _package_version()).set(1)
 
@@ -225,6 +231,9 @@ class Metrics:
 
     def set_kafka_connected(self, connected: bool) -> None:
         self.kafka_connected.set(1 if connected else 0)
+
+    def record_poll_overrun(self) -> None:
+        self.poll_overruns.inc()
 
     def exposition(self) -> bytes:
         """The Prometheus text format (version 0.0.4) of this registry."""

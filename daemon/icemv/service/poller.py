@@ -6,6 +6,11 @@ also checked every half of its target, so it is refreshed before breaching it; o
 `icemv.refresh-interval` or `icemv.refresh-cron` gets a refresh request on that schedule.
 Polls request refreshes in dependency order (an MV before the MVs that read it).
 
+A poll that takes longer than the interval is an overrun: the scheduled polls it overlaps
+are skipped (APScheduler's line saying so is not logged), each overrunning poll counts in
+`icemv_poll_overruns_total`, and a run of consecutive ones (an episode) is logged once, by
+its first poll, as `poll_overrun` with that poll's duration.
+
 Storage upkeep runs here too, every `maintenance.interval_seconds`: leftover refresh
 branches, snapshot expiry and unreferenced files, with pyiceberg only, so a service that
 runs for months keeps its storage metadata (and commit times) bounded.
@@ -13,6 +18,8 @@ runs for months keeps its storage metadata (and commit times) bounded.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
@@ -43,6 +50,21 @@ from icemv.service.source_index import SourceIndex, dependency_order
 from icemv.spec.durations import parse_duration
 
 log = structlog.get_logger(__name__)
+
+
+class _NoSkippedRunLines(logging.Filter):
+    """Drops APScheduler's "skipped: maximum number of running instances reached" record,
+    which it writes on every interval a job overlaps its previous run. The Reconciler
+    counts and logs a poll's overruns itself, once per episode; a per-MV check or schedule
+    skipped so is covered by its run still going."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in str(record.msg)
+
+
+# The job scheduler's own logger: a child of `apscheduler`, so `logging.levels` for it apply.
+JOBS_LOGGER = logging.getLogger("apscheduler.scheduler.icemv")
+JOBS_LOGGER.addFilter(_NoSkippedRunLines())
 
 
 def max_staleness_seconds(mv: MaterializedView) -> float | None:
@@ -77,14 +99,16 @@ class Reconciler:
         self._request = request
         self._interval = interval_seconds
         self._maintenance = maintenance
-        self._jobs = BackgroundScheduler(daemon=True)
+        self._jobs = BackgroundScheduler(daemon=True, logger=JOBS_LOGGER)
         self._mv_jobs: dict[str, str] = {}  # job id -> trigger description
         self._known: set[Identifier] = set()
         self.polls = 0
+        # Whether the last scheduled poll overran its interval (an episode is under way).
+        self._overrunning = False
 
     def start(self) -> None:
         self._jobs.add_job(
-            self.poll,
+            self.scheduled_poll,
             IntervalTrigger(seconds=self._interval),
             id="poll",
             max_instances=1,
@@ -117,6 +141,27 @@ class Reconciler:
             self.polls += 1
         except Exception as exc:  # noqa: BLE001 (catalog unreachable: report, try again next time)
             log.warning("poll_failed", error=f"{type(exc).__name__}: {exc}")
+
+    def scheduled_poll(self) -> None:
+        """A poll on the interval, timed: an overrun is counted, and logged once per episode."""
+        started = time.monotonic()
+        self.poll()
+        self.poll_finished(time.monotonic() - started)
+
+    def poll_finished(self, seconds: float) -> None:
+        overran = seconds > self._interval
+        log.debug("poll_finished", duration_seconds=round(seconds, 3), overran=overran)
+        if overran:
+            self._metrics.record_poll_overrun()
+            if not self._overrunning:
+                log.warning(
+                    "poll_overrun",
+                    duration_seconds=round(seconds, 3),
+                    interval_seconds=self._interval,
+                    note="polls in the meantime are skipped; until a poll finishes within "
+                    "the interval, further overruns only count in icemv_poll_overruns_total",
+                )
+        self._overrunning = overran
 
     def maintain(self) -> int:
         """One upkeep pass over every MV's storage table; how many MVs it maintained."""
