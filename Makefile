@@ -19,17 +19,10 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # Java 17, javac (the tests compile their REST catalog server) and the JDBC drivers
-# Spark's Iceberg JdbcCatalog loads (Debian packages).
+# Spark's Iceberg JdbcCatalog loads: Debian packages, installed where missing and checked
+# after (deploy/system-deps.sh; `deploy/system-deps.sh --dry-run runtime image` lists them).
 system-deps:
-	@missing=""; \
-	command -v java >/dev/null || missing="$$missing openjdk-17-jre-headless"; \
-	command -v javac >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
-	[ -f /usr/share/java/postgresql.jar ] || missing="$$missing libpostgresql-jdbc-java"; \
-	[ -f /usr/share/java/sqlite-jdbc.jar ] || missing="$$missing libxerial-sqlite-jdbc-java"; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	deploy/system-deps.sh runtime
 
 demo: install system-deps
 	$(BIN)/icemv demo

@@ -16,6 +16,8 @@
 # build). The driver is recorded in the store (tests/support/image.py reads it). Prints the
 # image name.
 #
+# `build.sh --check-deps` prints the packages a build would install and installs nothing.
+#
 # Environment: IMAGE (default localhost/icemv:<pyproject version>), BUILDAH_STORE,
 # STORAGE_DRIVER (overlay or vfs), DEBIAN_MIRROR (default http://deb.debian.org/debian).
 set -euo pipefail
@@ -49,17 +51,15 @@ buildah() {
 
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
+if [ "${1:-}" = --check-deps ]; then  # what a build would install, installing nothing
+    exec "$ROOT/deploy/system-deps.sh" --dry-run image
+fi
 if [ "$(id -u)" != 0 ]; then
     echo "make image: buildah with chroot isolation and vfs storage needs root" >&2
     exit 1
 fi
-missing=""
-command -v buildah >/dev/null || missing="$missing buildah"
-command -v debootstrap >/dev/null || missing="$missing debootstrap"
-if [ -n "$missing" ]; then
-    echo "installing:$missing" >&2
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing >&2
-fi
+# buildah and debootstrap as programs on PATH (the `buildah` function above does not count).
+"$ROOT/deploy/system-deps.sh" image
 mkdir -p "$CACHE" "$STORE"
 # One store, one driver: a store made with one driver cannot be opened with the other.
 if [ -f "$STORE/driver" ]; then
