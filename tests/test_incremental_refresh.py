@@ -17,6 +17,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.layout import StorageLayout
 from icemv.mv.lifecycle import create_mv
+from icemv.refresh.phases import PHASES
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from tests.conftest import CATALOG_KINDS
@@ -127,6 +128,9 @@ def test_each_operation_is_applied_incrementally(
         operation()
         result = refresh_mv(lakehouse, mv_id)
         assert result.mode in ("incremental", "no-op"), result
+        # Every phase of the path, in its order, each timed.
+        assert list(result.phase_seconds) == list(PHASES), result.phase_seconds
+        assert all(seconds >= 0 for seconds in result.phase_seconds.values())
         assert_matches_oracle(lakehouse, mv_id)
     record = latest_refresh(lakehouse.load_table(Identifier((namespace,), "mv__storage")))
     assert record is not None and record.details["icemv.mode"] in ("incremental", "no-op")

@@ -126,6 +126,22 @@ def test_record_refresh_counts_rows_outcome_and_duration() -> None:
     assert value(metrics, "icemv_refreshes_total", **labels) == 2
 
 
+def test_refresh_phases_are_one_histogram_by_mode_and_phase() -> None:
+    metrics = Metrics()
+    phases = {"plan": 0.02, "changes": 0.01, "patch": 0.3, "commit": 0.2, "record": 0.004}
+    metrics.record_refresh(result(phase_seconds=phases))
+    metrics.record_refresh(result("full", "never-refreshed", phase_seconds={"commit": 2.0}))
+    counts = series(metrics, "icemv_refresh_phase_seconds_count")
+    assert counts == {
+        **{frozenset({"mode": "incremental", "phase": p}.items()): 1 for p in phases},
+        frozenset({"mode": "full", "phase": "commit"}.items()): 1,
+    }  # no mv label: the series stay bounded however many MVs there are
+    patch = {"mode": "incremental", "phase": "patch"}
+    assert value(metrics, "icemv_refresh_phase_seconds_sum", **patch) == pytest.approx(0.3)
+    assert value(metrics, "icemv_refresh_phase_seconds_bucket", le="0.25", **patch) == 0
+    assert value(metrics, "icemv_refresh_phase_seconds_bucket", le="0.5", **patch) == 1
+
+
 def test_histogram_buckets_span_the_documented_ranges() -> None:
     metrics = Metrics()
     metrics.record_refresh(result(), commit_latencies_seconds=(1.0,))

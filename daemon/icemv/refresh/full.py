@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from icemv.refresh.commit.spark_write import overwrite_storage
+from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import RefreshPlan
 from icemv.refresh.record import commit_properties, result_of_commit
 from icemv.refresh.result import RefreshResult
 from icemv.spec.summary import RefreshMode, SummaryKey
 
 
-def full_refresh(plan: RefreshPlan, reason: str) -> RefreshResult:
+def full_refresh(plan: RefreshPlan, reason: str, phases: PhaseClock | None = None) -> RefreshResult:
+    phases = phases or PhaseClock()
+    phases.end("plan")
     lakehouse = plan.reads.lakehouse
     details: dict[str, str] = {SummaryKey.MODE: RefreshMode.FULL, SummaryKey.REASON: reason}
     properties = commit_properties(plan.state, details)
@@ -23,6 +26,7 @@ def full_refresh(plan: RefreshPlan, reason: str) -> RefreshResult:
         planned_from.snapshot_id if planned_from else None,
         properties,
     )
+    phases.end("commit")  # the recompute runs as Spark writes
     return result_of_commit(
         plan,
         RefreshMode.FULL,
@@ -31,4 +35,5 @@ def full_refresh(plan: RefreshPlan, reason: str) -> RefreshResult:
         rows_inserted=None,
         rows_deleted=None,
         source_rows_read=plan.source_records(),
+        phases=phases,
     )

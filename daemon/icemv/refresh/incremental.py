@@ -10,7 +10,6 @@ FullRefreshRequiredError with the reason.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from icemv.refresh.patch.model import (
     TempViews,
 )
 from icemv.refresh.patch.rows import rows_patch
+from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import IncrementalPlan
 from icemv.refresh.record import commit_properties, result_of_commit
 from icemv.refresh.result import RefreshResult
@@ -41,22 +41,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-class _Phases:
-    """Wall time by phase, for logs and tuning."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._mark = time.perf_counter()
-
-    def end(self, name: str) -> None:
-        now = time.perf_counter()
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._mark, 3)
-        self._mark = now
-
-
-def incremental_refresh(plan: IncrementalPlan, plan_seconds: float = 0.0) -> RefreshResult:
-    phases = _Phases()
-    phases.seconds["plan"] = round(plan_seconds, 3)
+def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None) -> RefreshResult:
+    phases = phases or PhaseClock()
+    phases.end("plan")
     base = plan.base
     lakehouse = base.reads.lakehouse
     storage = base.storage
@@ -77,10 +64,13 @@ def incremental_refresh(plan: IncrementalPlan, plan_seconds: float = 0.0) -> Ref
                     planned_from,
                     lakehouse.config.refresh.driver_commit_max_rows,
                 )
-                patch = _prepare_patch(plan, reader, views, storage.schema().column_names, target)
+                patch = _prepare_patch(
+                    plan, reader, views, storage.schema().column_names, target, phases
+                )
             else:  # sources moved only by compaction: a new refresh record, no data change
                 patch = DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
-            phases.end("delta")
+                phases.end("changes")
+            phases.end("patch")
             details: dict[str, str] = {
                 SummaryKey.MODE: mode,
                 SummaryKey.REASON: reason,
@@ -104,14 +94,7 @@ def incremental_refresh(plan: IncrementalPlan, plan_seconds: float = 0.0) -> Ref
     finally:
         views.drop()
     return result_of_commit(
-        base,
-        mode,
-        reason,
-        properties,
-        patch.rows_inserted,
-        patch.rows_deleted,
-        scanned,
-        phases.seconds,
+        base, mode, reason, properties, patch.rows_inserted, patch.rows_deleted, scanned, phases
     )
 
 
@@ -121,6 +104,7 @@ def _prepare_patch(
     views: TempViews,
     outputs: list[str],
     target: PatchTarget,
+    phases: PhaseClock,
 ) -> StoragePatch:
     delta_views = {}
     for identifier, change in plan.moved.items():
@@ -129,6 +113,7 @@ def _prepare_patch(
             # Small: one partition, so the delta's aggregates and joins need no shuffle.
             rows = rows.coalesce(1)
         delta_views[identifier] = views.register_frame("delta", rows)
+    phases.end("changes")
     catalog = target.catalog
     inputs = DeltaInputs(
         catalog=catalog,

@@ -25,6 +25,7 @@ from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_mater
 from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incremental import incremental_refresh
+from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import plan_incremental, plan_refresh
 from icemv.refresh.result import RefreshResult
 from icemv.spec.summary import RefreshMode, RefreshReason
@@ -43,6 +44,7 @@ def refresh_mv(
     prepare_refresh(reads, identifier, refresh_mv)  # leftovers, source MVs, lost columns
     for attempt in range(1, MAX_ATTEMPTS + 1):
         started = time.time()
+        phases = PhaseClock()
         if attempt > 1:
             reads = CatalogReads(lakehouse)
         mv = load_materialized_view(lakehouse, identifier)
@@ -70,19 +72,19 @@ def refresh_mv(
         try:
             plan = plan_refresh(reads, mv, int(started * 1000))
             if force_full:
-                result = full_refresh(plan, RefreshReason.REQUESTED)
+                result = full_refresh(plan, RefreshReason.REQUESTED, phases)
             elif policy == "full":
-                result = full_refresh(plan, RefreshReason.POLICY_FULL)
+                result = full_refresh(plan, RefreshReason.POLICY_FULL, phases)
             elif freshness.state == "invalid" or freshness.last_refresh is None:
                 reason = freshness.reason or RefreshReason.INVALID
                 if policy == "incremental-strict" and reason not in INHERENTLY_FULL:
                     raise RefreshFailedError(f"{identifier}: incremental-strict but {reason}")
-                result = full_refresh(plan, reason)
+                result = full_refresh(plan, reason, phases)
             else:
                 ratio = lakehouse.config.refresh.auto_full_ratio if policy == "auto" else None
                 try:
                     incremental = plan_incremental(plan, freshness.last_refresh, ratio)
-                    result = incremental_refresh(incremental, time.time() - started)
+                    result = incremental_refresh(incremental, phases)
                 except FullRefreshRequiredError as fallback:
                     if policy == "incremental-strict":
                         raise RefreshFailedError(
@@ -94,7 +96,7 @@ def refresh_mv(
                         reason=fallback.reason,
                         detail=fallback.detail,
                     )
-                    result = full_refresh(plan, fallback.reason)
+                    result = full_refresh(plan, fallback.reason, phases)
         except StorageCommitConflictError as exc:
             log.info(
                 "refresh_conflict_replanning", mv=str(identifier), attempt=attempt, error=str(exc)

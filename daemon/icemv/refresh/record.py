@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
+from icemv.refresh.phases import PhaseClock
 from icemv.refresh.result import RefreshResult
 from icemv.spec.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
 from icemv.spec.summary import (
@@ -57,7 +58,7 @@ def result_of_commit(
     rows_inserted: int | None,
     rows_deleted: int | None,
     source_rows_read: int | None,
-    phase_seconds: Mapping[str, float] | None = None,
+    phases: PhaseClock | None = None,
 ) -> RefreshResult:
     """The result of a refresh that committed `properties`: counts not known up front are
     read from Iceberg's summary of that commit."""
@@ -69,6 +70,8 @@ def result_of_commit(
         rows_deleted = int(summary.get(ADDED_POSITION_DELETES, 0)) + int(
             summary.get(DELETED_RECORDS, 0)
         )
+    if phases is not None:
+        phases.end("record")
     return RefreshResult(
         mv=plan.mv.identifier,
         mode=mode,
@@ -80,5 +83,5 @@ def result_of_commit(
         started_ms=plan.started_ms,
         duration_seconds=time.time() - plan.started_ms / 1000,
         source_rows_read=source_rows_read,
-        phase_seconds=dict(phase_seconds or {}),
+        phase_seconds=dict(phases.seconds) if phases else {},
     )

@@ -27,7 +27,7 @@ class RefreshResult:
     attempts: int = 1
     # Source rows this refresh scanned (files of the change sets, or whole sources).
     source_rows_read: int | None = None
-    # Where the time went, by phase (plan, delta, commit), for logs and tuning.
+    # Where the time went, by phase (refresh/phases.py: plan, changes, patch, commit, record).
     phase_seconds: Mapping[str, float] = field(default_factory=dict)
 
     @property

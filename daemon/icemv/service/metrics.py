@@ -29,6 +29,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_mv_last_refresh_timestamp_seconds",
     "icemv_mv_max_staleness_seconds",
     "icemv_refresh_duration_seconds",
+    "icemv_refresh_phase_seconds",
     "icemv_refreshes_total",
     "icemv_refresh_rows_total",
     "icemv_events_total",
@@ -50,6 +51,8 @@ CONFLICT_ERRORS: tuple[type[BaseException], ...] = (
 
 # A no-op incremental refresh takes ~0.1 s, a full rebuild of a big MV tens of minutes.
 REFRESH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800)
+# Phases of small refreshes take milliseconds (a fleet's per-MV cost is counted in them).
+PHASE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 # Event-driven refreshes land within seconds; polling or backlog can take up to an hour.
 COMMIT_TO_FRESH_BUCKETS = (0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 
@@ -107,6 +110,13 @@ class Metrics:
             "Wall time of completed refreshes (mode=skipped: found already fresh).",
             ["mv", "mode"],
             buckets=REFRESH_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.refresh_phase = Histogram(
+            "icemv_refresh_phase_seconds",
+            "Wall time of completed refreshes by phase (plan, changes, patch, commit, record).",
+            ["mode", "phase"],
+            buckets=PHASE_BUCKETS,
             registry=r,
         )
         self.refreshes = Counter(
@@ -171,6 +181,8 @@ class Metrics:
             conflict = StorageCommitConflictError.__name__
             self.refreshes.labels(mv, mode, "conflict", conflict).inc(result.attempts - 1)
         self.refresh_duration.labels(mv, mode).observe(result.duration_seconds)
+        for phase, seconds in result.phase_seconds.items():
+            self.refresh_phase.labels(mode, phase).observe(seconds)
         self.rows.labels(mv, "inserted").inc(result.rows_inserted)
         self.rows.labels(mv, "deleted").inc(result.rows_deleted)
         for latency in commit_latencies_seconds:

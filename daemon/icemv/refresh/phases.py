@@ -1,0 +1,29 @@
+"""Where a refresh's time goes: wall time by phase, for the log line and the metric.
+
+The phases follow the refresh path: `plan` (freshness, pins, the incremental plan),
+`changes` (the change rows of each moved source, as frames), `patch` (the view delta and
+the storage patch: Spark evaluates lazily, so this is where the change rows are read),
+`commit` (the storage commit; a full refresh recomputes the view here, as Spark runs the
+query while it writes) and `record` (the refresh record read back from the commit).
+"""
+
+from __future__ import annotations
+
+import time
+
+PHASES = ("plan", "changes", "patch", "commit", "record")
+
+
+class PhaseClock:
+    """Wall time by phase: `end(name)` charges the time since the previous mark to `name`."""
+
+    def __init__(self, started: float | None = None) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.perf_counter() if started is None else started
+
+    def end(self, name: str) -> None:
+        if name not in PHASES:
+            raise ValueError(f"unknown refresh phase {name!r}")
+        now = time.perf_counter()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._mark, 3)
+        self._mark = now

@@ -1,0 +1,34 @@
+"""The refresh phase clock: time charged to the phase that ends, phases named by the path."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from icemv.refresh.phases import PHASES, PhaseClock
+
+
+def test_each_end_charges_the_time_since_the_previous_mark() -> None:
+    clock = PhaseClock(started=time.perf_counter() - 0.5)
+    clock.end("plan")
+    clock.end("patch")
+    assert clock.seconds["plan"] >= 0.5
+    assert 0 <= clock.seconds["patch"] < 0.5
+    assert list(clock.seconds) == ["plan", "patch"]
+
+
+def test_a_phase_ended_twice_accumulates() -> None:
+    clock = PhaseClock(started=time.perf_counter() - 0.2)
+    clock.end("plan")  # planned, then a fallback plans again
+    clock.end("patch")
+    time.sleep(0.01)  # the time that passes is what is measured here, not a wait on anything
+    clock.end("plan")
+    assert clock.seconds["plan"] >= 0.21
+    assert list(clock.seconds) == ["plan", "patch"]
+
+
+def test_phases_follow_the_refresh_path_and_unknown_names_are_refused() -> None:
+    assert PHASES == ("plan", "changes", "patch", "commit", "record")
+    with pytest.raises(ValueError, match="unknown refresh phase 'delta'"):
+        PhaseClock().end("delta")
