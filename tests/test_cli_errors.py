@@ -224,6 +224,25 @@ def test_create_with_hierarchical_name(
 
 @pytest.mark.spark
 @pytest.mark.postgres
+def test_create_with_a_backtick_quoted_name(
+    lakehouse: Lakehouse, config_file: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As in Spark SQL: a backtick-quoted part is one identifier, without its backticks."""
+    target, sql, before = new_create_target(lakehouse)
+    name = f"{target.namespace_str}.`odd`"
+    assert main(["--config", config_file, "mv", "create", name, "--sql", sql]) == 0
+    odd = Identifier(target.namespace, "odd")
+    assert lakehouse.views.exists(odd)
+    assert lakehouse.table_exists(Identifier(target.namespace, "odd__storage"))
+    assert namespaces(lakehouse) == before | {target.namespace}  # no namespace with backticks
+
+    code, line = failed_create(capsys, config_file, f"{target.namespace_str}..x", "--sql", sql)
+    assert code == 2
+    assert line.startswith(f"icemv: error: invalid name '{target.namespace_str}..x': expected")
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
 def test_create_with_transform_of_the_wrong_type(
     lakehouse: Lakehouse, config_file: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
