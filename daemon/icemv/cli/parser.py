@@ -25,14 +25,21 @@ from icemv.cli.commands import (
 )
 from icemv.config import Config
 
+DESCRIPTION = "icemv keeps Apache Iceberg materialized views fresh, incrementally."
+EPILOG = "Start with `icemv demo`; `icemv COMMAND --help` describes each command."
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="icemv", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="icemv",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
     parser.add_argument(
         "--config", "-c", default=os.environ.get("ICEMV_CONFIG"), help="YAML config file"
     )
     parser.add_argument("--debug", action="store_true", help="print the full traceback of an error")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, title="commands")
     # `icemv run --config F` and `icemv --config F run` both work.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", "-c", default=argparse.SUPPRESS, help="YAML config file")
