@@ -123,6 +123,12 @@ def test_demo_then_full_refresh_on_the_embedded_default(pod: PodLike) -> None:
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "wrote 5000 rows to nyc.taxis" in demo.stdout
     assert f"created materialized view {MV}" in demo.stdout
+    # First-run output: no Spark start-up WARN lines; a state that is not fresh says why.
+    output = demo.stdout + demo.stderr
+    assert not [line for line in output.splitlines() if " WARN " in line], output[-3000:]
+    states = [line for line in demo.stdout.splitlines() if f"{MV} " in line and "staleness" in line]
+    assert states, demo.stdout[-3000:]
+    assert not [s for s in states if re.search(r"\b(stale|invalid)\b(?! \()", s)], states
     assert (pod.work / "warehouse").is_dir()
     # A second process: the embedded catalog's data survived on the volume; a forced full
     # refresh recomputes the MV with Spark in the image.

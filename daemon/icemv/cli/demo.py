@@ -17,7 +17,7 @@ from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import latest_refresh, refresh_history
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
-from icemv.mv.report import mv_report, render_report
+from icemv.mv.report import mv_report, render_report, state_with_reason
 from icemv.service.daemon import Daemon
 
 BATCH_ROWS = 200
@@ -40,6 +40,15 @@ def _keep_writing(elapsed: float, seconds: float, max_seconds: float, shown: boo
     return not shown and elapsed < max(max_seconds, seconds)
 
 
+def quiet_spark(config: Config) -> Config:
+    """The demo's Spark says nothing below ERROR (no start-up WARN lines) unless the
+    config names a level."""
+    if "spark_level" in config.logging.model_fields_set:
+        return config
+    logging = config.logging.model_copy(update={"spark_level": "ERROR"})
+    return config.model_copy(update={"logging": logging})
+
+
 def _incremental_refreshes(lakehouse: Lakehouse) -> int:
     mv = load_materialized_view(lakehouse, PICKUP_AGG)
     storage = lakehouse.load_table(mv.storage)
@@ -52,6 +61,7 @@ def _is_fresh(lakehouse: Lakehouse) -> bool:
 
 
 def run_demo(config: Config, seconds: float, interval: float, max_seconds: float = 300.0) -> int:
+    config = quiet_spark(config)
     lakehouse = Lakehouse(config)
     taxis = ensure_taxis(lakehouse)
     batch = len(taxis.snapshots())
@@ -131,6 +141,7 @@ def _state_line(lakehouse: Lakehouse) -> str:
     record = latest_refresh(lakehouse.load_table(mv.storage))
     last = f"last refresh {record.mode} ({record.details.get('icemv.reason')})" if record else ""
     return (
-        f"{PICKUP_AGG} {freshness.state:5}  staleness {freshness.staleness_seconds:5.1f} s  "
+        f"{PICKUP_AGG} {state_with_reason(freshness.state, freshness.reason):5}  "
+        f"staleness {freshness.staleness_seconds:5.1f} s  "
         f"pending {freshness.pending_snapshots}  {last}"
     )

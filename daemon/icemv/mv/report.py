@@ -62,8 +62,13 @@ def _sources(freshness: Freshness) -> list[dict[str, Any]]:
     ]
 
 
+def state_with_reason(state: str, reason: str | None) -> str:
+    """`fresh`, or `stale (source-changed)`: why an MV is not fresh, as `icemv status` says."""
+    return state + (f" ({reason})" if reason else "")
+
+
 def render_report(report: dict[str, Any]) -> str:
-    state = report["state"] + (f" ({report['reason']})" if report["reason"] else "")
+    state = state_with_reason(report["state"], report["reason"])
     lines = [
         f"materialized view {report['name']}  (view version {report['view-version-id']})",
         f"  storage table : {report['storage-table']}",
