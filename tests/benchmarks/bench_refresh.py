@@ -21,6 +21,7 @@ import platform
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,11 @@ SHAPES = {
     "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",
     "aggregate": (
         "SELECT day, vendor, count(*) AS n, sum(fare) AS s FROM base GROUP BY day, vendor"
+    ),
+    # AVG and STDDEV merge from hidden state columns (sum, count, mean, M2) under deletes.
+    "avg+stddev": (
+        "SELECT day, vendor, count(*) AS n, avg(fare) AS mean, stddev(fare) AS sd "
+        "FROM base GROUP BY day, vendor"
     ),
     "join+aggregate": (
         "SELECT z.region, b.vendor, count(*) AS n, sum(b.fare) AS s "
@@ -90,7 +96,9 @@ def _write_rows(lakehouse: Lakehouse, table: str, start: int, count: int, create
         writer.append()
 
 
-def run_scale(lakehouse: Lakehouse, rows: int) -> list[dict[str, Any]]:
+def run_scale(
+    lakehouse: Lakehouse, rows: int, shapes: list[str], deltas: list[str]
+) -> list[dict[str, Any]]:
     spark = lakehouse.spark
     namespace = f"bench_{uuid.uuid4().hex[:6]}"
     ensure_namespace(lakehouse.catalog, (namespace,))
@@ -103,7 +111,8 @@ def run_scale(lakehouse: Lakehouse, rows: int) -> list[dict[str, Any]]:
     ).writeTo(zones).create()
     print(f"\n[{rows:,} rows] base written in {time.time() - started:.1f} s", flush=True)
     mvs = {}
-    for shape, sql in SHAPES.items():
+    for shape in shapes:
+        sql = SHAPES[shape]
         mv = Identifier((namespace,), shape.replace("+", "_"))
         create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental"})
         refresh_mv(lakehouse, mv)
@@ -111,6 +120,8 @@ def run_scale(lakehouse: Lakehouse, rows: int) -> list[dict[str, Any]]:
     results = []
     next_id = rows
     for label, kind, share in DELTAS:
+        if label not in deltas:
+            continue
         count = max(1, int(rows * share))
         if kind == "append":
             _write_rows(lakehouse, base, next_id, count, create=False)
@@ -148,14 +159,21 @@ def run_scale(lakehouse: Lakehouse, rows: int) -> list[dict[str, Any]]:
                 "rows_read_full": full.source_rows_read,
                 "mv_rows_written_incremental": incremental.rows_inserted,
                 "mv_rows_written_full": full.rows_inserted,
+                "incremental_phases": dict(incremental.phase_seconds),
+                "full_phases": dict(full.phase_seconds),
             }
             results.append(row)
             print(
                 f"  {shape:15} {label:13} incremental {incremental_s:7.2f} s "
-                f"({incremental.mode})  full {full_s:7.2f} s  x{row['speedup']}",
+                f"({incremental.mode})  full {full_s:7.2f} s  x{row['speedup']}  "
+                f"phases {_phases(incremental.phase_seconds)}",
                 flush=True,
             )
     return results
+
+
+def _phases(seconds: Mapping[str, float]) -> str:
+    return " ".join(f"{name} {value:.2f}" for name, value in seconds.items())
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
@@ -204,7 +222,18 @@ def main() -> None:
         default=os.environ.get("ICEMV_BENCH_POSTGRES"),
         help="postgresql:// URL of an empty database (default: embedded)",
     )
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated shapes")
+    parser.add_argument(
+        "--deltas", default=",".join(d[0] for d in DELTAS), help="comma-separated delta labels"
+    )
     args = parser.parse_args()  # fmt: skip
+    shapes = args.shapes.split(",")
+    deltas = args.deltas.split(",")
+    unknown = [s for s in shapes if s not in SHAPES] + [
+        d for d in deltas if d not in {label for label, _, _ in DELTAS}
+    ]
+    if unknown:
+        parser.error(f"unknown shapes or deltas: {', '.join(unknown)}")
     workdir = Path(tempfile.mkdtemp(prefix="icemv-bench-"))
     kind = os.environ.get("BENCH_CATALOG", "jdbc")
     with contextlib.ExitStack() as cleanup:
@@ -215,7 +244,9 @@ def main() -> None:
         lakehouse = _lakehouse(catalog, workdir)
         results: list[dict[str, Any]] = []
         for rows in (int(r) for r in args.rows.split(",")):
-            results += [{**row, "catalog": kind} for row in run_scale(lakehouse, rows)]
+            results += [
+                {**row, "catalog": kind} for row in run_scale(lakehouse, rows, shapes, deltas)
+            ]
         from icemv.engine.spark import stop_spark
 
         stop_spark()
