@@ -45,6 +45,20 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
             "SELECT vendor, count(DISTINCT id) AS ids FROM trips GROUP BY vendor",
             "aggregate", "recompute-groups", "recompute-groups",
         ),
+        # Normalised first (sql/normalise.py): each becomes one of the shapes above.
+        ("SELECT id FROM trips ORDER BY id", "rows", None, None),
+        (
+            "WITH cheap AS (SELECT * FROM trips WHERE fare < 5) "
+            "SELECT c.id, z.vendor FROM cheap c JOIN zones z ON c.id = z.id",
+            "rows", None, None,
+        ),
+        ("SELECT DISTINCT vendor FROM trips", "aggregate", "merge-aggregates", "recompute-groups"),
+        (
+            "WITH f AS (SELECT vendor, fare FROM trips WHERE fare > 0), "
+            "g AS (SELECT vendor, sum(fare) AS s, count(*) AS n FROM f GROUP BY vendor) "
+            "SELECT * FROM g WHERE n > 1 ORDER BY vendor",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
     ],
 )  # fmt: skip
 def test_maintainable_shapes(
@@ -69,9 +83,19 @@ def test_maintainable_shapes(
         ("SELECT id, rand() AS r FROM trips", "non-deterministic-function"),
         ("SELECT id, current_timestamp() AS ts FROM trips", "non-deterministic-function"),
         ("SELECT id FROM trips LIMIT 10", "limit"),
-        ("SELECT id FROM trips ORDER BY id", "order-by"),
+        ("SELECT id FROM trips ORDER BY id LIMIT 3", "order-by"),
+        (
+            "SELECT id FROM (SELECT vendor, count(*) AS n FROM trips GROUP BY vendor) v "
+            "JOIN zones z ON v.vendor = z.vendor",
+            "subquery",
+        ),
+        (
+            "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY vendor ORDER BY fare) "
+            "AS rn FROM trips) t WHERE rn = 1",
+            "window-function",
+        ),
         ("SELECT id FROM trips WHERE id IN (SELECT id FROM zones)", "subquery"),
-        ("SELECT DISTINCT vendor FROM trips", "distinct"),
+        ("SELECT DISTINCT vendor, count(*) AS n FROM trips GROUP BY vendor", "distinct"),
         (
             "SELECT vendor, sum(DISTINCT fare) AS s FROM trips GROUP BY vendor",
             "distinct-aggregate-sum",
@@ -91,3 +115,17 @@ def test_reasons_for_full_refresh(lakehouse: Lakehouse, sql: str, reason: str) -
     assert any(r.startswith(reason) for r in analysis.reasons), analysis.reasons
     text = render_explain(explain_analysis(analysis, "auto"))
     assert "full refresh only" in text and reason in text
+
+
+def test_explain_names_what_normalisation_rewrote(lakehouse: Lakehouse) -> None:
+    sql = (
+        "WITH cheap AS (SELECT DISTINCT vendor FROM trips WHERE fare < 5) "
+        "SELECT vendor FROM cheap ORDER BY vendor"
+    )
+    analysis = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert isinstance(analysis, AggregateAnalysis)
+    text = render_explain(explain_analysis(analysis, "auto"))
+    assert (
+        "normalised first: ORDER BY without LIMIT dropped; CTE cheap inlined; "
+        "DISTINCT as GROUP BY with a row count; aggregate subquery lifted"
+    ) in text, text

@@ -27,6 +27,8 @@ def explain_analysis(
         "policy": policy,
         "sources": [s.dotted for s in analysis.sources],
     }
+    if analysis.rewrites:
+        report["normalised"] = list(analysis.rewrites)
     if isinstance(analysis, NotMaintainable):
         report["reasons"] = list(analysis.reasons)
         report["details"] = list(analysis.details)
@@ -71,10 +73,12 @@ def render_explain(report: dict[str, Any]) -> str:
         )
         lines = [f"{name}: full refresh only ({why})"]
         lines += [f"  {detail}" for detail in report.get("details", [])]
+        lines += _normalised(report)
         return "\n".join(lines)
     lines = [
         f"{name}: incremental ({report['shape']}), policy {report['policy']}",
         f"  sources: {', '.join(report['sources']) or '(none)'}",
+        *_normalised(report),
     ]
     strategy = report["strategy"]
     if isinstance(strategy, dict):
@@ -85,3 +89,8 @@ def render_explain(report: dict[str, Any]) -> str:
         lines.append(f"  hidden state columns: {', '.join(report['state-columns'])}")
     lines.append(f"  change sets: {report['change-sets']}")
     return "\n".join(lines)
+
+
+def _normalised(report: dict[str, Any]) -> list[str]:
+    rewrites = report.get("normalised")
+    return [f"  normalised first: {'; '.join(rewrites)}"] if rewrites else []

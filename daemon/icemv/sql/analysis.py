@@ -1,9 +1,11 @@
 """Is a view incrementally maintainable, and how? A small pass over the sqlglot tree.
 
-The query is first normalised with sqlglot's `qualify` (stars expanded, every column
+The query is first qualified with sqlglot's `qualify` (stars expanded, every column
 qualified by its table alias, every source fully named) so the delta rewrite can swap
-table references safely. Every construct the delta rules cannot handle yields a reason
-code; the MV is then refreshed fully and the reason says why.
+table references safely, then normalised (sql/normalise.py: CTEs and derived tables
+folded in, ORDER BY without LIMIT dropped, DISTINCT as GROUP BY). Every construct the
+delta rules cannot handle yields a reason code; the MV is then refreshed fully and the
+reason says why.
 
 Pure: the sources' schemas come from a `SourceResolver`; no catalog I/O here.
 """
@@ -22,6 +24,7 @@ from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.sql.constructs import unsupported_constructs
 from icemv.sql.exact_case import ExactCase
+from icemv.sql.normalise import normalise
 from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
 
@@ -70,6 +73,8 @@ class NotMaintainable:
     details: tuple[str, ...] = ()
     # Source tables as the query reads them, as far as they resolved.
     sources: tuple[Identifier, ...] = ()
+    # What normalisation rewrote before the analysis (sql/normalise.py).
+    rewrites: tuple[str, ...] = ()
     maintainable: ClassVar[bool] = False
 
 
@@ -80,6 +85,7 @@ class RowsAnalysis:
     query: exp.Query  # qualified: every column by alias, every table fully named
     sources: tuple[Identifier, ...]
     output_columns: tuple[str, ...]
+    rewrites: tuple[str, ...] = ()
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "rows"
 
@@ -96,6 +102,7 @@ class AggregateAnalysis:
     derived: tuple[str, ...]
     having: bool
     output_columns: tuple[str, ...]
+    rewrites: tuple[str, ...] = ()
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
@@ -178,10 +185,13 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
     if not isinstance(qualified, exp.Query):
         return NotMaintainable(("unresolvable",), ("not a query after qualification",))
     exact.restore(qualified)
-    reasons, details = unsupported_constructs(qualified)
+    normalised = normalise(qualified)
+    reasons, details = unsupported_constructs(normalised.query)
     if reasons:
-        return NotMaintainable(tuple(reasons), tuple(details), sources=tuple(sources))
-    return _shape(qualified, tuple(sources))
+        return NotMaintainable(
+            tuple(reasons), tuple(details), tuple(sources), rewrites=normalised.rewrites
+        )
+    return _shape(normalised.query, tuple(sources), normalised.rewrites)
 
 
 def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInfo | None:
@@ -208,14 +218,16 @@ def selects_of(query: exp.Query) -> list[exp.Select]:
     return [query]
 
 
-def _shape(query: exp.Query, sources: tuple[Identifier, ...]) -> IvmAnalysis:
+def _shape(
+    query: exp.Query, sources: tuple[Identifier, ...], rewrites: tuple[str, ...]
+) -> IvmAnalysis:
     selects = selects_of(query)
     outputs = tuple(e.alias_or_name for e in selects[0].expressions)
     if not any(_is_aggregate(s) for s in selects):
-        return RowsAnalysis(query, sources, outputs)
+        return RowsAnalysis(query, sources, outputs, rewrites)
     if len(selects) > 1:
         return NotMaintainable(
-            ("aggregate-in-union",), ("aggregate inside UNION ALL",), sources=sources
+            ("aggregate-in-union",), ("aggregate inside UNION ALL",), sources, rewrites
         )
     select = selects[0]
     group = select.args.get("group")
@@ -234,14 +246,15 @@ def _shape(query: exp.Query, sources: tuple[Identifier, ...]) -> IvmAnalysis:
             derived.append(name)
         else:
             return NotMaintainable(
-                ("unresolvable",), (f"{name} is neither grouped nor aggregated",), sources=sources
+                ("unresolvable",), (f"{name} is neither grouped nor aggregated",), sources, rewrites
             )
     if len(keys) != len(group_exprs):
         missing = [g.sql("spark") for g in group_exprs if not any(k.expression == g for k in keys)]
         return NotMaintainable(
             ("group-key-not-in-output",),
             (f"GROUP BY expressions missing from the output: {', '.join(missing)}",),
-            sources=sources,
+            sources,
+            rewrites,
         )
     return AggregateAnalysis(
         query=select,
@@ -251,6 +264,7 @@ def _shape(query: exp.Query, sources: tuple[Identifier, ...]) -> IvmAnalysis:
         derived=tuple(derived),
         having=select.args.get("having") is not None,
         output_columns=outputs,
+        rewrites=rewrites,
     )
 
 
