@@ -56,6 +56,21 @@ SHAPES = {
         "FROM trips GROUP BY day"
     ),
     "global": "SELECT count(*) AS n, avg(fare) AS mean, stddev_pop(fare) AS sd FROM trips",
+    # Normalised first (sql/normalise.py): a dbt-style CTE chain with a filter on an
+    # aggregate and an ORDER BY; DISTINCT (a GROUP BY with a hidden row count) over a join;
+    # a CTE read twice (a self-join).
+    "cte-chain": (
+        "WITH cheap AS (SELECT * FROM trips WHERE fare < 5 OR fare IS NULL), "
+        "per_day AS (SELECT day, vendor, count(*) AS n, sum(fare) AS s FROM cheap "
+        "GROUP BY day, vendor) SELECT * FROM per_day WHERE n > 1 ORDER BY day"
+    ),
+    "distinct-join": (
+        "SELECT DISTINCT t.vendor, z.vendor AS zone FROM trips t JOIN zones z ON t.id = z.id"
+    ),
+    "cte-twice": (
+        "WITH paid AS (SELECT id, vendor FROM trips WHERE fare > 1) "
+        "SELECT a.id, b.vendor FROM paid a JOIN paid b ON a.id = b.id"
+    ),
 }
 
 ids = st.integers(0, 6)
