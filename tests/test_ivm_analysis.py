@@ -45,6 +45,15 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
             "SELECT vendor, count(DISTINCT id) AS ids FROM trips GROUP BY vendor",
             "aggregate", "recompute-groups", "recompute-groups",
         ),
+        (
+            "SELECT id, c FROM trips LATERAL VIEW OUTER explode(array(vendor, 'x')) e AS c",
+            "rows", None, None,
+        ),
+        (
+            "SELECT c, count(*) AS n FROM trips LATERAL VIEW explode(array(vendor)) e AS c "
+            "GROUP BY c",
+            "aggregate", "merge-aggregates", "merge-aggregates",
+        ),
         # Normalised first (sql/normalise.py): each becomes one of the shapes above.
         ("SELECT id FROM trips ORDER BY id", "rows", None, None),
         (
@@ -79,23 +88,23 @@ def test_maintainable_shapes(
     ("sql", "reason"),
     [
         ("SELECT id, row_number() OVER (ORDER BY id) AS r FROM trips", "window-function"),
-        ("SELECT t.id, z.vendor FROM trips t LEFT JOIN zones z ON t.id = z.id", "outer-join"),
+        ("SELECT t.id, z.vendor FROM trips t LEFT JOIN zones z ON t.fare > z.fare", "outer-join"),
         ("SELECT id, rand() AS r FROM trips", "non-deterministic-function"),
         ("SELECT id, current_timestamp() AS ts FROM trips", "non-deterministic-function"),
         ("SELECT id FROM trips LIMIT 10", "limit"),
         ("SELECT id FROM trips ORDER BY id LIMIT 3", "order-by"),
         (
             "SELECT id FROM (SELECT vendor, count(*) AS n FROM trips GROUP BY vendor) v "
-            "JOIN zones z ON v.vendor = z.vendor",
+            "JOIN zones z ON v.n = z.id",
             "subquery",
         ),
         (
-            "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY vendor ORDER BY fare) "
+            "SELECT id FROM (SELECT id, row_number() OVER (ORDER BY fare) "
             "AS rn FROM trips) t WHERE rn = 1",
             "window-function",
         ),
-        ("SELECT id FROM trips WHERE id IN (SELECT id FROM zones)", "subquery"),
-        ("SELECT DISTINCT vendor, count(*) AS n FROM trips GROUP BY vendor", "distinct"),
+        ("SELECT id FROM trips WHERE fare > (SELECT avg(fare) FROM zones)", "subquery"),
+        ("SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)", "subquery"),
         (
             "SELECT vendor, sum(DISTINCT fare) AS s FROM trips GROUP BY vendor",
             "distinct-aggregate-sum",
@@ -107,6 +116,11 @@ def test_maintainable_shapes(
             "unsupported-aggregate",
         ),
         ("SELECT id FROM no_such_table", "unknown-source"),
+        (
+            "SELECT t.id, x.v FROM trips t, LATERAL (SELECT z.vendor AS v FROM zones z "
+            "WHERE z.id = t.id) x",
+            "generator",
+        ),
     ],
 )
 def test_reasons_for_full_refresh(lakehouse: Lakehouse, sql: str, reason: str) -> None:
@@ -129,3 +143,11 @@ def test_explain_names_what_normalisation_rewrote(lakehouse: Lakehouse) -> None:
         "normalised first: ORDER BY without LIMIT dropped; CTE cheap inlined; "
         "DISTINCT as GROUP BY with a row count; aggregate subquery lifted"
     ) in text, text
+
+
+def test_explain_names_the_affected_keys(lakehouse: Lakehouse) -> None:
+    sql = "SELECT t.id, z.vendor AS zone FROM trips t LEFT JOIN zones z ON t.id = z.id"
+    analysis = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    text = render_explain(explain_analysis(analysis, "auto"))
+    assert text.startswith("the view: incremental (rows)"), text
+    assert "affected keys (t.id = z.id): the view's rows for the key values" in text, text

@@ -120,3 +120,48 @@ def test_tables_differing_only_in_case_are_not_guessed() -> None:
     analysis = analyse(sources, "SELECT a.id FROM Trips a JOIN trips b ON a.id = b.id", ("nyc",))
     assert isinstance(analysis, NotMaintainable)
     assert analysis.reasons == ("unresolvable",)
+
+
+def _restricted(alias: str, table: str, snapshot: int) -> str:
+    return (
+        f"(SELECT `{alias}`.* FROM `lake`.`nyc`.`{table}` VERSION AS OF {snapshot} AS `{alias}` "
+        f"LEFT SEMI JOIN `__icemv_keys` ON `{alias}`.`id` IS NOT DISTINCT FROM "
+        f"`__icemv_keys`.`__icemv_key`) AS `{alias}`"
+    )
+
+
+def test_keyed_delta_reads_the_touched_keys_at_both_snapshots() -> None:
+    """A change to an outer join's NULL-padded side (sql/keys.py): the join's rows for the
+    keys in the change, new minus old."""
+    analysis = analyse(
+        SOURCES, "SELECT t.id, z.zone FROM trips t LEFT JOIN zones z ON t.id = z.id", ("nyc",)
+    )
+    assert isinstance(analysis, RowsAnalysis) and analysis.keyed is not None
+    delta = rows_delta(analysis, _inputs("nyc.zones"))
+    assert delta is not None
+
+    def side(snapshot: int, weight: int) -> str:
+        return (
+            f"SELECT __icemv_q.*, {weight} AS `__icemv_w` FROM (SELECT `t`.`id` AS `id`, "
+            f"`z`.`zone` AS `zone` FROM {_restricted('t', 'trips', snapshot)} LEFT JOIN "
+            f"{_restricted('z', 'zones', snapshot)} ON `t`.`id` = `z`.`id`) AS __icemv_q"
+        )
+
+    assert delta.sql(dialect="spark") == (
+        "WITH `__icemv_keys` AS (SELECT `id` AS `__icemv_key` FROM `__d_zones`) "
+        f"SELECT * FROM ({side(2, 1)} UNION ALL {side(1, -1)}) AS `__icemv_keyed`"
+    )
+
+
+def test_a_change_to_the_preserved_side_of_an_outer_join_is_linear() -> None:
+    analysis = analyse(
+        SOURCES, "SELECT t.id, z.zone FROM trips t LEFT JOIN zones z ON t.id = z.id", ("nyc",)
+    )
+    assert isinstance(analysis, RowsAnalysis)
+    delta = rows_delta(analysis, _inputs("nyc.trips"))
+    assert delta is not None
+    assert delta.sql(dialect="spark") == (
+        "SELECT `t`.`id` AS `id`, `z`.`zone` AS `zone`, `t`.`__icemv_w` AS `__icemv_w` "
+        "FROM `__d_trips` AS `t` LEFT JOIN `lake`.`nyc`.`zones` VERSION AS OF 1 AS `z` "
+        "ON `t`.`id` = `z`.`id`"
+    )

@@ -35,6 +35,12 @@ def explain_analysis(
         return report
     report["shape"] = analysis.shape
     report["change-sets"] = CHANGE_SETS
+    if analysis.keyed is not None:
+        report["keys"] = (
+            f"affected keys ({analysis.keyed.describe()}): the "
+            + ("view's rows" if isinstance(analysis, RowsAnalysis) else "grouped input rows")
+            + " for the key values the changes touch, read at the old and new snapshots"
+        )
     if isinstance(analysis, RowsAnalysis):
         report["strategy"] = (
             "inserted rows appended; deleted row images removed one copy per deleted base row"
@@ -80,6 +86,8 @@ def render_explain(report: dict[str, Any]) -> str:
         f"  sources: {', '.join(report['sources']) or '(none)'}",
         *_normalised(report),
     ]
+    if report.get("keys"):
+        lines.append(f"  {report['keys']}")
     strategy = report["strategy"]
     if isinstance(strategy, dict):
         lines += [f"  {kind}: {how}" for kind, how in strategy.items()]

@@ -122,12 +122,19 @@ class IncrementalPlan:
     moved: Mapping[Identifier, SourceChange]  # those with a logical change
 
     @property
+    def keyed(self) -> bool:
+        """Whether the delta replaces the touched keys' rows (sql/keys.py)."""
+        keys = self.analysis.keyed
+        return keys is not None and keys.needs_keys(self.moved)
+
+    @property
     def with_deletes(self) -> bool:
-        return any(c.kind == "general" for c in self.moved.values())
+        """Whether the view delta may remove rows: a source lost rows, or the delta is keyed."""
+        return self.keyed or any(c.kind == "general" for c in self.moved.values())
 
     @property
     def insert_only(self) -> bool:
-        return all(c.kind == "append-only" for c in self.moved.values())
+        return not self.keyed and all(c.kind == "append-only" for c in self.moved.values())
 
 
 def plan_incremental(

@@ -24,6 +24,7 @@ from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.sql.constructs import unsupported_constructs
 from icemv.sql.exact_case import ExactCase
+from icemv.sql.keys import KeyClass, key_class
 from icemv.sql.normalise import normalise
 from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
@@ -47,6 +48,8 @@ _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
     exp.Variance: "var_samp",
     exp.VariancePop: "var_pop",
 }
+# Reasons the affected-keys rule (sql/keys.py) may still cover.
+_KEYED = frozenset({"window-function", "outer-join", "semi-join", "subquery", "distinct"})
 # Aggregates whose value follows from hidden state columns (sql/state.py), not from the
 # stored value alone.
 _STATEFUL = frozenset({"avg", "stddev_samp", "stddev_pop", "var_samp", "var_pop"})
@@ -86,6 +89,8 @@ class RowsAnalysis:
     sources: tuple[Identifier, ...]
     output_columns: tuple[str, ...]
     rewrites: tuple[str, ...] = ()
+    # Set when the delta comes from the affected keys (sql/keys.py), not from the terms.
+    keyed: KeyClass | None = None
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "rows"
 
@@ -103,6 +108,8 @@ class AggregateAnalysis:
     having: bool
     output_columns: tuple[str, ...]
     rewrites: tuple[str, ...] = ()
+    # Set when the delta of the input rows comes from the affected keys (sql/keys.py).
+    keyed: KeyClass | None = None
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
@@ -187,11 +194,18 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
     exact.restore(qualified)
     normalised = normalise(qualified)
     reasons, details = unsupported_constructs(normalised.query)
+    keyed: KeyClass | None = None
+    if reasons and set(reasons) <= _KEYED:
+        found = key_class(normalised.query)
+        if isinstance(found, KeyClass):
+            keyed, reasons = found, []
+        else:
+            details.append(f"no affected keys: {found}")
     if reasons:
         return NotMaintainable(
             tuple(reasons), tuple(details), tuple(sources), rewrites=normalised.rewrites
         )
-    return _shape(normalised.query, tuple(sources), normalised.rewrites)
+    return _shape(normalised.query, tuple(sources), normalised.rewrites, keyed)
 
 
 def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInfo | None:
@@ -206,7 +220,12 @@ def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInf
 
 
 def _is_aggregate(select: exp.Select) -> bool:
-    return bool(select.args.get("group")) or any(e.find(exp.AggFunc) for e in select.expressions)
+    """GROUP BY, or an aggregate in the output that is not a window's."""
+    return bool(select.args.get("group")) or any(
+        a.find_ancestor(exp.Window) is None
+        for e in select.expressions
+        for a in e.find_all(exp.AggFunc)
+    )
 
 
 def selects_of(query: exp.Query) -> list[exp.Select]:
@@ -219,12 +238,15 @@ def selects_of(query: exp.Query) -> list[exp.Select]:
 
 
 def _shape(
-    query: exp.Query, sources: tuple[Identifier, ...], rewrites: tuple[str, ...]
+    query: exp.Query,
+    sources: tuple[Identifier, ...],
+    rewrites: tuple[str, ...],
+    keyed: KeyClass | None = None,
 ) -> IvmAnalysis:
     selects = selects_of(query)
     outputs = tuple(e.alias_or_name for e in selects[0].expressions)
     if not any(_is_aggregate(s) for s in selects):
-        return RowsAnalysis(query, sources, outputs, rewrites)
+        return RowsAnalysis(query, sources, outputs, rewrites, keyed)
     if len(selects) > 1:
         return NotMaintainable(
             ("aggregate-in-union",), ("aggregate inside UNION ALL",), sources, rewrites
@@ -265,6 +287,7 @@ def _shape(
         having=select.args.get("having") is not None,
         output_columns=outputs,
         rewrites=rewrites,
+        keyed=keyed,
     )
 
 

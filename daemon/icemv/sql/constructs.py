@@ -28,6 +28,21 @@ SUPPORTED_AGGREGATE_NODES = (
 )  # fmt: skip
 
 
+# Generators whose rows follow from one input row each: the delta rules treat them like a
+# projection (explode, posexplode and inline, OUTER or not, in a LATERAL VIEW or a SELECT).
+_ROW_GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
+
+
+def row_generator(node: exp.Expr) -> bool:
+    """A `LATERAL VIEW [OUTER] explode/posexplode/inline(...)` over the row's own columns."""
+    return (
+        isinstance(node, exp.Lateral)
+        and bool(node.args.get("view"))
+        and isinstance(node.this, _ROW_GENERATORS)
+        and node.this.find(exp.Query) is None
+    )
+
+
 def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
     found: dict[str, str] = {}
 
@@ -63,7 +78,7 @@ def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
             node, exp.Intersect | exp.Except
         ):
             flag("set-operation", node)
-        elif isinstance(node, exp.Lateral | exp.Explode | exp.Posexplode | exp.Unnest):
+        elif isinstance(node, exp.Lateral | exp.Unnest) and not row_generator(node):
             flag("generator", node)
         elif isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets):
             flag("grouping-sets", node)
@@ -71,7 +86,7 @@ def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
             isinstance(node, exp.Anonymous) and str(node.this).lower() in NON_DETERMINISTIC
         ):
             flag("non-deterministic-function", node)
-        elif isinstance(node, exp.AggFunc):
+        elif isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window):
             if type(node) not in SUPPORTED_AGGREGATE_NODES:
                 flag(f"unsupported-aggregate-{node.key}", node)
             elif isinstance(node.this, exp.Distinct) and not isinstance(node, exp.Count):

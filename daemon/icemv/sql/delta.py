@@ -5,6 +5,9 @@ For a select over table occurrences r1..rn, of which some changed:
 which is exact under bag semantics for any inner joins, filters and projections, self-joins
 included (each occurrence is a term). Every output row carries the weight of the delta row
 it came from (+1 insert, -1 delete). UNION ALL is the sum of its branches' deltas.
+
+A keyed query (sql/keys.py: windows, outer and semi joins, derived tables) has instead
+    dV = Q(sources|K at new) - Q(sources|K at old),  K = the keys its changes touch.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from sqlglot import exp
 
 from icemv.identifiers import Identifier
 from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis, RowsAnalysis, selects_of
-from icemv.sql.names import ANY, WEIGHT, argument_column, key_column
+from icemv.sql.keys import KEY_META
+from icemv.sql.names import ANY, KEY, KEYS, WEIGHT, argument_column, key_column
 from icemv.sql.pinning import pin_tables, table_at
 
 
@@ -71,8 +75,66 @@ def _union_all(terms: list[exp.Select]) -> exp.Query | None:
     return combined
 
 
+def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
+    """The query's rows for the touched keys at the new snapshots (+1) and the old (-1).
+
+    Every table occurrence carries its key column in `meta[KEY_META]` (sql/keys.py).
+    """
+    tables = list(query.find_all(exp.Table))
+    touched = [
+        exp.select(exp.alias_(exp.column(t.meta[KEY_META], quoted=True), KEY, quoted=True)).from_(
+            exp.to_identifier(inputs.delta_views[_identifier(t)], quoted=True)
+        )
+        for t in tables
+        if _identifier(t) in inputs.delta_views
+    ]
+    if not touched:
+        return None
+    keys: exp.Query = touched[0]
+    for more in touched[1:]:
+        keys = exp.union(keys, more, distinct=True)
+    sides = [_weighted(_restricted(query, inputs.new, inputs.catalog), 1)]
+    sides.append(_weighted(_restricted(query, inputs.old, inputs.catalog), -1))
+    delta = exp.union(sides[0], sides[1], distinct=False)
+    return exp.select(exp.Star()).from_(exp.Subquery(this=delta, alias=exp.TableAlias(
+        this=exp.to_identifier("__icemv_keyed", quoted=True)))).with_(
+        exp.to_identifier(KEYS, quoted=True), as_=keys)  # fmt: skip
+
+
+def _restricted(query: exp.Query, pins: Mapping[Identifier, int | None], catalog: str) -> exp.Query:
+    """A copy reading each table at its pin, only the rows whose key is in KEYS."""
+    restricted = query.copy()
+    for table in list(restricted.find_all(exp.Table)):
+        source, alias = _identifier(table), table.alias_or_name
+        on = exp.NullSafeEQ(
+            this=exp.column(table.meta[KEY_META], table=alias, quoted=True),
+            expression=exp.column(KEY, table=KEYS, quoted=True),
+        )
+        rows = (
+            exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
+            .from_(table_at(catalog, source, pins[source], alias))
+            .join(exp.to_identifier(KEYS, quoted=True), on=on, join_type="LEFT SEMI")
+        )
+        table.replace(
+            exp.Subquery(
+                this=rows, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
+            )
+        )
+    return restricted
+
+
+def _weighted(query: exp.Query, weight: int) -> exp.Select:
+    rows = exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("__icemv_q")))
+    return exp.select(
+        exp.Column(this=exp.Star(), table=exp.to_identifier("__icemv_q")),
+        exp.alias_(exp.Literal.number(weight), WEIGHT, quoted=True),
+    ).from_(rows)
+
+
 def rows_delta(analysis: RowsAnalysis, inputs: DeltaInputs) -> exp.Query | None:
     """Weighted delta of a filter/project/join/UNION ALL view; None if none of its sources moved."""
+    if analysis.keyed is not None and analysis.keyed.needs_keys(inputs.delta_views):
+        return keyed_delta(analysis.query, inputs)
     return _union_all([t for s in selects_of(analysis.query) for t in _terms(s, inputs)])
 
 
@@ -96,6 +158,8 @@ def pre_aggregation_delta(analysis: AggregateAnalysis, inputs: DeltaInputs) -> e
     select.set("expressions", projections)
     select.set("group", None)
     select.set("having", None)
+    if analysis.keyed is not None and analysis.keyed.needs_keys(inputs.delta_views):
+        return keyed_delta(select, inputs)
     return _union_all(_terms(select, inputs))
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 WEIGHT = "__icemv_w"  # +1 inserted, -1 deleted: every delta row carries it
 ANY = "__icemv_any"  # the one column of a key-less, argument-less pre-aggregation delta
+KEYS = "__icemv_keys"  # the key values a keyed delta's changes touch (sql/keys.py)...
+KEY = "__icemv_key"  # ...in this column
 
 
 def key_column(index: int) -> str:
