@@ -71,6 +71,49 @@ SHAPES = {
         "WITH paid AS (SELECT id, vendor FROM trips WHERE fare > 1) "
         "SELECT a.id, b.vendor FROM paid a JOIN paid b ON a.id = b.id"
     ),
+    # Generators are row-wise: LATERAL VIEW OUTER keeps a row for an empty array.
+    "explode": (
+        "SELECT id, p, c FROM trips "
+        "LATERAL VIEW OUTER posexplode(if(fare > 2, array(vendor, 'z'), array())) e AS p, c"
+    ),
+    "explode-agg": (
+        "SELECT c, count(*) AS n, sum(fare) AS s FROM trips "
+        "LATERAL VIEW explode(array(vendor, 'z')) e AS c GROUP BY c"
+    ),
+    # Affected keys (sql/keys.py): windows, outer, semi and anti joins, a derived aggregate
+    # joined on its key. Window orders break ties on every column, so the view is one bag.
+    "dedup": (
+        "SELECT id, vendor, fare, day FROM (SELECT *, row_number() OVER (PARTITION BY id "
+        "ORDER BY fare DESC, vendor, day) AS rn FROM trips) t WHERE rn = 1"
+    ),
+    "windows": (
+        "SELECT id, day, fare, sum(fare) OVER (PARTITION BY vendor ORDER BY id, day, fare) AS run, "
+        "rank() OVER (PARTITION BY vendor ORDER BY fare) AS rk, "
+        "lag(fare) OVER (PARTITION BY vendor ORDER BY id, fare, day) AS prev FROM trips"
+    ),
+    "left-join": (
+        "SELECT t.id, t.fare, z.vendor AS zone FROM trips t LEFT JOIN zones z ON t.id = z.id"
+    ),
+    "full-join-agg": (
+        "SELECT z.vendor AS zone, count(*) AS n, count(t.id) AS matched, sum(t.fare) AS s "
+        "FROM trips t FULL JOIN zones z ON t.id = z.id GROUP BY z.vendor"
+    ),
+    "anti-join-agg": (
+        "SELECT vendor, count(*) AS n FROM trips t "
+        "WHERE NOT EXISTS (SELECT 1 FROM zones z WHERE z.id = t.id) GROUP BY vendor"
+    ),
+    "semi-in": "SELECT id, vendor FROM trips WHERE id IN (SELECT id FROM zones WHERE vendor > 'a')",
+    "agg-join-dim": (
+        "SELECT s.id, s.n, z.vendor AS zone FROM (SELECT id, count(*) AS n FROM trips "
+        "GROUP BY id) s JOIN zones z ON s.id = z.id"
+    ),
+    # The dbt shape: a CTE chain with a ROW_NUMBER() = 1 dedup and a LEFT JOIN.
+    "dbt-chain": (
+        "WITH ranked AS (SELECT id, vendor, fare, row_number() OVER (PARTITION BY id "
+        "ORDER BY fare DESC, vendor, day) AS rn FROM trips), "
+        "latest AS (SELECT id, vendor, fare FROM ranked WHERE rn = 1) "
+        "SELECT l.id, l.fare, z.vendor AS zone FROM latest l LEFT JOIN zones z ON l.id = z.id"
+    ),
 }
 
 ids = st.integers(0, 6)

@@ -1,9 +1,10 @@
 """Incremental vs full refresh, side by side in one run: `make bench`.
 
 For each base size: one merge-on-read base table written in id order (so a delete or
-update of an id range touches few files), three MVs (filter, GROUP BY aggregate, join +
-aggregate), then per delta: apply it, refresh every MV incrementally (timed), then
-recompute every MV fully (timed). Prints a table and writes JSON.
+update of an id range touches few files), MVs of several shapes (filter, GROUP BY
+aggregates, inner and left join + aggregate, a ROW_NUMBER() = 1 dedup), then per delta:
+apply it, refresh every MV incrementally (timed), then recompute every MV fully (timed).
+Prints a table and writes JSON.
 
     python -m tests.benchmarks.bench_refresh --rows 1000000,10000000 --out bench.json
 
@@ -49,6 +50,16 @@ SHAPES = {
         "SELECT z.region, b.vendor, count(*) AS n, sum(b.fare) AS s "
         "FROM base b JOIN zones z ON b.zone_id = z.zone_id GROUP BY z.region, b.vendor"
     ),
+    # Only the preserved side changes: the usual delta terms (sql/keys.py).
+    "left-join+aggregate": (
+        "SELECT z.region, b.vendor, count(*) AS n, sum(b.fare) AS s "
+        "FROM base b LEFT JOIN zones z ON b.zone_id = z.zone_id GROUP BY z.region, b.vendor"
+    ),
+    # The latest of each key's 4 versions: affected keys, read at both snapshots.
+    "dedup": (
+        "SELECT key, id, vendor, fare FROM (SELECT key, id, vendor, fare, row_number() "
+        "OVER (PARTITION BY key ORDER BY id DESC) AS rn FROM base) t WHERE rn = 1"
+    ),
 }
 DELTAS = [
     ("append 0.01%", "append", 0.0001),
@@ -60,6 +71,7 @@ DELTAS = [
 ]
 ROW_EXPR = [
     "id",
+    "id DIV 4 AS key",
     "CAST(id % 1000 AS INT) AS zone_id",
     "concat('v', CAST(id % 5 AS STRING)) AS vendor",
     "CAST(id % 97 AS DOUBLE) * 1.5 AS fare",
