@@ -12,12 +12,17 @@ from functools import cached_property
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.io import load_file_io
+from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
+from sqlalchemy import select
 from sqlalchemy.engine import URL
+from sqlalchemy.orm import Session
 
 from icemv.catalog.embedded.server import EmbeddedPostgres
-from icemv.catalog.jdbc_views import ViewStore
+from icemv.catalog.jdbc_views import VIEW_TYPE, ViewStore
+from icemv.catalog.listing import CatalogListing
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config
 from icemv.identifiers import Identifier
@@ -130,6 +135,39 @@ class JdbcBackend:
 
     def load_table(self, identifier: Identifier) -> Table:
         return self.catalog.load_table(identifier.as_tuple())
+
+    def listing(self) -> CatalogListing:
+        """Every table and view of this catalog with its metadata location: one query."""
+        catalog = self.catalog
+        query = select(
+            IcebergTables.table_namespace,
+            IcebergTables.table_name,
+            IcebergTables.metadata_location,
+            IcebergTables.iceberg_type,
+        ).where(IcebergTables.catalog_name == catalog.name)
+        with Session(catalog.engine) as session:
+            rows = session.execute(query).all()
+        tables: dict[Identifier, str] = {}
+        views: dict[Identifier, str] = {}
+        for namespace, name, location, kind in rows:
+            if not (namespace and name and location):
+                continue  # a row no load would accept either
+            found = views if kind == VIEW_TYPE else tables
+            found[Identifier(tuple(namespace.split(".")), name)] = location
+        return CatalogListing(tables, views, self.read_table, self.views.read)
+
+    def read_table(self, identifier: Identifier, metadata_location: str) -> Table:
+        """The table whose metadata is at `metadata_location`, as `load_table` builds it."""
+        catalog = self.catalog
+        io = load_file_io(catalog.properties, metadata_location)
+        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        return Table(
+            identifier=identifier.as_tuple(),
+            metadata=metadata,
+            metadata_location=metadata_location,
+            io=load_file_io({**catalog.properties, **metadata.properties}, metadata_location),
+            catalog=catalog,
+        )
 
 
 def _plain(value: object) -> str:

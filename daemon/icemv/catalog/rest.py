@@ -85,6 +85,10 @@ class RestBackend:
             "cache-enabled": "false",
         }
 
+    def listing(self) -> None:
+        """The REST API lists names, not metadata locations: loads are conditional instead."""
+        return None
+
     def load_table(self, identifier: Identifier) -> Table:
         """loadTable with If-None-Match: an unchanged table costs a 304 and no metadata parse."""
         with self._lock:
