@@ -164,6 +164,13 @@ def test_one_load_per_table_per_poll_and_idle_polls_are_one_query(
     assert catalog_loads(metrics, "view", "reused") == sum(first.of("view").values())
     assert not set(requested) & set(mvs.values())
 
+    # A freshness-target check between polls (icemv.max-staleness) is one query as well.
+    poller.check_by_name(mvs["joined"])
+    target_check = loads.take()
+    assert (target_check.sql, target_check.table_metadata_reads) == (1, 0)
+    assert not target_check.by_identifier
+    assert not set(requested) & set(mvs.values())
+
     # A commit to `a` between polls: `a` alone is loaded again (once), and exactly the MVs
     # that read it are found stale and get refresh requests.
     append_trips(lakehouse, namespace, [(100, "v9", 100.0, None)], name="a")

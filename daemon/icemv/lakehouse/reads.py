@@ -184,7 +184,8 @@ class PollReads:
 
     `begin` lists the catalog (one request where the catalog kind can: JDBC), `finish`
     keeps what a completed poll loaded for the next poll to reuse; what no MV read any more
-    is dropped with it.
+    is dropped with it. Thread-safe: a freshness-target check between polls may `begin`
+    reads of its own (and not `finish` them: it saw one MV, not the catalog's).
     """
 
     def __init__(self, lakehouse: Lakehouse) -> None:

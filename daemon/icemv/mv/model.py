@@ -86,9 +86,12 @@ class MaterializedView:
         return dict(self.view.metadata.properties)
 
 
-def load_materialized_view(lakehouse: Lakehouse, identifier: Identifier) -> MaterializedView:
+def load_materialized_view(
+    lakehouse: Lakehouse, identifier: Identifier, reads: CatalogReads | None = None
+) -> MaterializedView:
+    """The MV `identifier`; loaded through `reads` when given."""
     try:
-        view = lakehouse.views.load(identifier)
+        view = reads.load_view(identifier) if reads else lakehouse.views.load(identifier)
     except NoSuchViewError:
         raise NotAMaterializedViewError(f"no materialized view {identifier}") from None
     if not view.metadata.is_materialized:

@@ -168,8 +168,8 @@ class Metrics:
         )
         self.catalog_loads = Counter(
             "icemv_catalog_loads",
-            "Table and view loads of catalog polls: loaded (a catalog request or a metadata "
-            "read) or reused (unchanged since the previous poll, nothing read).",
+            "Table and view loads of catalog polls and freshness-target checks: loaded (a "
+            "catalog request or a metadata read) or reused (unchanged since the last poll).",
             ["object", "result"],
             registry=r,
         )
@@ -257,7 +257,7 @@ class Metrics:
         self.poll_overruns.inc()
 
     def record_catalog_loads(self, reads: CatalogReads) -> None:
-        """Count one poll's loads and reuses."""
+        """Count the loads and reuses of one poll (or freshness-target check)."""
         self.catalog_loads.labels("table", "loaded").inc(reads.table_loads)
         self.catalog_loads.labels("table", "reused").inc(reads.table_reuses)
         self.catalog_loads.labels("view", "loaded").inc(reads.view_loads)

@@ -4,7 +4,8 @@ A poll compares every MV's recorded sources with the current ones (no events nee
 refreshes what is stale and refreshes the metrics. It loads each table and view once,
 however many MVs read it, and on a JDBC catalog starts with one query listing every
 metadata location: what did not change since the last poll is not loaded again
-(`lakehouse.reads.PollReads`; `icemv_catalog_loads_total` counts loads and reuses).
+(`lakehouse.reads.PollReads`; `icemv_catalog_loads_total` counts loads and reuses). A
+freshness-target check between polls starts with its own listing the same way.
 
 An MV with `icemv.max-staleness` is also checked every half of its target, so it is
 refreshed before breaching it; one with `icemv.refresh-interval` or `icemv.refresh-cron`
@@ -230,13 +231,20 @@ class Reconciler:
             self._request(mv.identifier, "poll")
         return freshness
 
-    def _check_by_name(self, identifier: Identifier) -> None:
+    def check_by_name(self, identifier: Identifier) -> None:
+        """A freshness-target check between polls: on JDBC one listing query, reusing the
+        last poll's loads of what did not change."""
+        reads: CatalogReads | None = None
         try:
-            self.check(load_materialized_view(self._lakehouse, identifier))
+            reads = self._reads.begin()
+            self.check(load_materialized_view(self._lakehouse, identifier, reads), reads)
         except Exception as exc:  # noqa: BLE001 (the next poll checks again)
             log.warning(
                 "freshness_check_failed", mv=str(identifier), error=f"{type(exc).__name__}: {exc}"
             )
+        finally:
+            if reads is not None:
+                self._metrics.record_catalog_loads(reads)
 
     def _scheduled(self, identifier: Identifier) -> None:
         self._request(identifier, "schedule")
@@ -251,7 +259,7 @@ class Reconciler:
                 wanted[f"target:{identifier.dotted}"] = (
                     f"every {max(1.0, target / 2)}s",
                     trigger,
-                    partial(self._check_by_name, identifier),
+                    partial(self.check_by_name, identifier),
                 )
             interval = mv.properties.get(REFRESH_INTERVAL_PROPERTY)
             cron = mv.properties.get(REFRESH_CRON_PROPERTY)
