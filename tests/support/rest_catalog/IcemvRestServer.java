@@ -294,12 +294,7 @@ public class IcemvRestServer {
   /** loadTable with the REST spec's ETag: a client that sends the current one gets 304. */
   private Reply loadTable(HttpExchange exchange, TableIdentifier id) {
     LoadTableResponse response = CatalogHandlers.loadTable(catalog, id);
-    String etag = "\"" + sha256(response.metadataLocation()) + "\"";
-    Map<String, String> headers = Map.of("ETag", etag);
-    if (etag.equals(exchange.getRequestHeaders().getFirst("If-None-Match"))) {
-      return new Reply(304, null, headers);
-    }
-    return new Reply(200, response, headers);
+    return conditional(exchange, response.metadataLocation(), response);
   }
 
   /**
@@ -308,12 +303,17 @@ public class IcemvRestServer {
    */
   private Reply loadView(HttpExchange exchange, TableIdentifier id) {
     LoadViewResponse response = CatalogHandlers.loadView(catalog, id);
-    String etag = "\"" + sha256(response.metadataLocation()) + "\"";
+    return conditional(exchange, response.metadataLocation(), response);
+  }
+
+  /** The answer with its ETag (of the metadata location), or a bodiless 304 if it matches. */
+  private static Reply conditional(HttpExchange exchange, String metadataLocation, Object body) {
+    String etag = "\"" + sha256(metadataLocation) + "\"";
     Map<String, String> headers = Map.of("ETag", etag);
     if (etag.equals(exchange.getRequestHeaders().getFirst("If-None-Match"))) {
       return new Reply(304, null, headers);
     }
-    return new Reply(200, response, headers);
+    return new Reply(200, body, headers);
   }
 
   private void checkAuth(HttpExchange exchange) {
