@@ -57,19 +57,39 @@ def test_listing_is_every_table_and_view_with_its_location(lakehouse: Lakehouse)
     assert listing.load_view(MV).metadata == lakehouse.views.load(MV).metadata
 
 
+def test_a_listing_may_be_limited_to_some_namespaces_tables(lakehouse: Lakehouse) -> None:
+    backend = lakehouse.backend
+    assert isinstance(backend, JdbcBackend)
+    lakehouse.catalog.create_namespace(("other",))
+    elsewhere = Identifier(("other",), "c")
+    lakehouse.catalog.create_table(elsewhere.as_tuple(), schema=ROWS)
+    assert set(backend.listing().tables) == {A, B, STORAGE, elsewhere}
+    scoped = backend.listing([("other",)])
+    assert set(scoped.tables) == {elsewhere}
+    assert set(scoped.views) == {MV, PLAIN}  # views: always all
+    assert scoped.covers(elsewhere) and not scoped.covers(A)
+    none = backend.listing([])
+    assert not none.tables and set(none.views) == {MV, PLAIN}
+    # Reads through a scoped listing load a table it does not cover by name.
+    reads = CatalogReads(lakehouse, scoped)
+    assert reads.load_table(A).metadata_location == lakehouse.load_table(A).metadata_location
+    assert reads.find_table(Identifier(("other",), "absent")) is None
+    assert reads.table_loads == 1
+
+
 def test_polls_reuse_what_did_not_change(lakehouse: Lakehouse) -> None:
     polls = PollReads(lakehouse)
-    first = polls.begin()
+    first = polls.begin()  # lists views only: no namespace was asked about yet
     tables = {t: first.load_table(t) for t in (A, B, STORAGE)}
     assert first.load_table(A) is tables[A]  # once per poll
-    assert first.find_table(Identifier(("nyc",), "absent")) is None
     assert first.find_table(MV) is None  # a view is no table
     assert [mv.identifier for mv in list_materialized_views(lakehouse, first)] == [MV]
-    assert (first.table_loads, first.table_reuses, first.view_loads) == (3, 0, 2)
+    assert (first.table_loads, first.table_reuses, first.view_loads) == (4, 0, 2)
     polls.finish(first)
 
     append(lakehouse, A)
     second = polls.begin()
+    assert second.find_table(Identifier(("nyc",), "absent")) is None  # listed as missing
     assert second.load_table(B) is tables[B]  # unchanged: the previous poll's, nothing read
     assert second.load_table(STORAGE) is tables[STORAGE]
     changed = second.load_table(A)

@@ -8,6 +8,7 @@ request can tell it, every table's and view's metadata location (JDBC: one query
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from pyiceberg.catalog import Catalog
@@ -37,9 +38,11 @@ class CatalogBackend(Protocol):
 
     def load_table(self, identifier: Identifier) -> Table: ...
 
-    def listing(self) -> CatalogListing | None:
-        """Every table and view with its metadata location in one request; None when this
-        kind cannot list them so cheaply."""
+    def listing(
+        self, namespaces: Collection[tuple[str, ...]] | None = None
+    ) -> CatalogListing | None:
+        """Every view, and every table (of `namespaces` when given), with its metadata
+        location in one request; None when this kind cannot list them so cheaply."""
         ...
 
 

@@ -7,6 +7,7 @@ would be locked by any live Spark JVM.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -16,7 +17,7 @@ from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
@@ -136,8 +137,9 @@ class JdbcBackend:
     def load_table(self, identifier: Identifier) -> Table:
         return self.catalog.load_table(identifier.as_tuple())
 
-    def listing(self) -> CatalogListing:
-        """Every table and view of this catalog with its metadata location: one query."""
+    def listing(self, namespaces: Collection[tuple[str, ...]] | None = None) -> CatalogListing:
+        """Every view and table of this catalog with its metadata location, in one query;
+        only the tables of `namespaces` when given."""
         catalog = self.catalog
         query = select(
             IcebergTables.table_namespace,
@@ -145,6 +147,14 @@ class JdbcBackend:
             IcebergTables.metadata_location,
             IcebergTables.iceberg_type,
         ).where(IcebergTables.catalog_name == catalog.name)
+        if namespaces is not None:
+            names = sorted({".".join(namespace) for namespace in namespaces})
+            query = query.where(
+                or_(
+                    IcebergTables.iceberg_type == VIEW_TYPE,
+                    IcebergTables.table_namespace.in_(names),
+                )
+            )
         with Session(catalog.engine) as session:
             rows = session.execute(query).all()
         tables: dict[Identifier, str] = {}
@@ -154,7 +164,8 @@ class JdbcBackend:
                 continue  # a row no load would accept either
             found = views if kind == VIEW_TYPE else tables
             found[Identifier(tuple(namespace.split(".")), name)] = location
-        return CatalogListing(tables, views, self.read_table, self.views.read)
+        scope = None if namespaces is None else frozenset(namespaces)
+        return CatalogListing(tables, views, self.read_table, self.views.read, scope)
 
     def read_table(self, identifier: Identifier, metadata_location: str) -> Table:
         """The table whose metadata is at `metadata_location`, as `load_table` builds it."""

@@ -4,6 +4,8 @@ A JDBC catalog keeps them all in one SQL table (`iceberg_tables`), so one query 
 which tables and views exist and, by their metadata location, which changed since a
 previous look; a table or view whose location is known loads from that location without
 asking the catalog again. All locations come from one statement: one consistent instant.
+A catalog may hold far more tables than its MVs read (100,000 rows take 1.5 s to list), so
+a listing may be limited to some namespaces' tables (views are always all listed).
 """
 
 from __future__ import annotations
@@ -22,10 +24,17 @@ from icemv.identifiers import Identifier
 @dataclass(frozen=True)
 class CatalogListing:
     tables: Mapping[Identifier, str]  # identifier -> current metadata location
-    views: Mapping[Identifier, str]
+    views: Mapping[Identifier, str]  # every view
     # Read a table's (view's) metadata at a listed location: a file read, no catalog request.
     read_table: Callable[[Identifier, str], Table]
     read_view: Callable[[Identifier, str], LoadedView]
+    # The namespaces whose tables were listed (None: all); a table elsewhere is not missing,
+    # only not listed.
+    namespaces: frozenset[tuple[str, ...]] | None = None
+
+    def covers(self, table: Identifier) -> bool:
+        """Whether `tables` tells about `table` (listed, or listed as missing)."""
+        return self.namespaces is None or table.namespace in self.namespaces
 
     def load_table(self, identifier: Identifier) -> Table:
         location = self.tables.get(identifier)

@@ -10,6 +10,7 @@ which keeps the daemon's polls cheap.
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from functools import cached_property
 
 from pyiceberg.catalog.rest import RestCatalog
@@ -85,7 +86,7 @@ class RestBackend:
             "cache-enabled": "false",
         }
 
-    def listing(self) -> None:
+    def listing(self, namespaces: Collection[tuple[str, ...]] | None = None) -> None:
         """The REST API lists names, not metadata locations: loads are conditional instead."""
         return None
 

@@ -90,7 +90,7 @@ class CatalogReads:
 
     def _first_table_load(self, identifier: Identifier) -> Table | None:
         listing = self.listing
-        if listing is None or identifier in self._forgotten:
+        if listing is None or identifier in self._forgotten or not listing.covers(identifier):
             self.table_loads += 1
             try:
                 return self.lakehouse.load_table(identifier)
@@ -135,6 +135,10 @@ class CatalogReads:
         if self.listing is not None:
             return sorted(self.listing.views)
         return self.lakehouse.views.list()
+
+    def table_namespaces(self) -> frozenset[tuple[str, ...]]:
+        """The namespaces of every table asked for, found or not."""
+        return frozenset(identifier.namespace for identifier in self._tables)
 
     def loaded_tables(self) -> dict[Identifier, Table]:
         return {k: v for k, v in self._tables.items() if v is not None}
@@ -182,9 +186,11 @@ class CatalogReads:
 class PollReads:
     """The `CatalogReads` of a daemon's polls, one per poll, each knowing the last one's loads.
 
-    `begin` lists the catalog (one request where the catalog kind can: JDBC), `finish`
-    keeps what a completed poll loaded for the next poll to reuse; what no MV read any more
-    is dropped with it. Thread-safe: a freshness-target check between polls may `begin`
+    `begin` lists the catalog (one request where the catalog kind can: JDBC): every view,
+    and the tables of the namespaces the last poll asked about (a catalog may hold far more
+    tables than its MVs read); a table elsewhere is loaded by name. `finish` keeps what a
+    completed poll loaded for the next poll to reuse; what no MV read any more is dropped
+    with it. Thread-safe: a freshness-target check between polls may `begin`
     reads of its own (and not `finish` them: it saw one MV, not the catalog's).
     """
 
@@ -193,9 +199,14 @@ class PollReads:
         self._lock = threading.Lock()
         self._tables: dict[Identifier, Table] = {}
         self._views: dict[Identifier, LoadedView] = {}
+        # Whose tables a poll lists: the namespaces the last poll asked about (the first
+        # poll lists views only and loads its tables by name).
+        self._namespaces: frozenset[tuple[str, ...]] = frozenset()
 
     def begin(self) -> CatalogReads:
-        listing = self._lakehouse.backend.listing()
+        with self._lock:
+            namespaces = self._namespaces
+        listing = self._lakehouse.backend.listing(namespaces)
         if listing is None:  # every load asks the catalog (REST: conditionally, by ETag)
             return CatalogReads(self._lakehouse)
         with self._lock:
@@ -207,3 +218,4 @@ class PollReads:
         with self._lock:
             self._tables = reads.loaded_tables()
             self._views = reads.loaded_views()
+            self._namespaces = reads.table_namespaces()
