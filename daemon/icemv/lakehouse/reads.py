@@ -8,10 +8,11 @@ the `SourceResolver` the pure SQL passes (`sql/analysis`, `sql/pinning`) ask.
 
 The daemon's polls go further (`PollReads`): one `CatalogReads` per poll serves every MV's
 index entry and freshness check, so a poll loads each table and view once however many MVs
-read it. Where the catalog lists every metadata location in one request (JDBC), a poll
-starts with that listing: a table or view whose location is the one the previous poll
-loaded is that previous load, reused; a changed one is read from its listed location; a
-missing one costs nothing. An idle poll is then one query.
+read it. Where the catalog lists metadata locations in one request (JDBC: every view's,
+and the tables' of the namespaces the last poll read), a poll starts with that listing: a
+table or view whose location is the one the previous poll loaded is that previous load,
+reused; a changed one is read from its listed location; a missing one costs nothing. An
+idle poll is then one query.
 """
 
 from __future__ import annotations
@@ -190,8 +191,8 @@ class PollReads:
     and the tables of the namespaces the last poll asked about (a catalog may hold far more
     tables than its MVs read); a table elsewhere is loaded by name. `finish` keeps what a
     completed poll loaded for the next poll to reuse; what no MV read any more is dropped
-    with it. Thread-safe: a freshness-target check between polls may `begin`
-    reads of its own (and not `finish` them: it saw one MV, not the catalog's).
+    with it. Thread-safe: a freshness-target check between polls may `begin` reads of its
+    own (and not `finish` them: it saw one MV, not the catalog's).
     """
 
     def __init__(self, lakehouse: Lakehouse) -> None:

@@ -2,15 +2,16 @@
 
 A poll compares every MV's recorded sources with the current ones (no events needed),
 refreshes what is stale and refreshes the metrics. It loads each table and view once,
-however many MVs read it, and on a JDBC catalog starts with one query listing every
-metadata location: what did not change since the last poll is not loaded again
-(`lakehouse.reads.PollReads`; `icemv_catalog_loads_total` counts loads and reuses). A
-freshness-target check between polls starts with its own listing the same way.
+however many MVs read it, and on a JDBC catalog starts with one query listing metadata
+locations (every view's, the tables' of the namespaces MVs read): what did not change
+since the last poll is not loaded again (`lakehouse.reads.PollReads`;
+`icemv_catalog_loads_total` counts loads and reuses). A freshness-target check between
+polls starts with its own listing the same way.
 
 An MV with `icemv.max-staleness` is also checked every half of its target, so it is
 refreshed before breaching it; one with `icemv.refresh-interval` or `icemv.refresh-cron`
-gets a refresh request on that schedule.
-Polls request refreshes in dependency order (an MV before the MVs that read it).
+gets a refresh request on that schedule. Polls request refreshes in dependency order (an
+MV before the MVs that read it).
 
 A poll that takes longer than the interval is an overrun: the scheduled polls it overlaps
 are skipped (APScheduler's line saying so is not logged), each overrunning poll counts in
