@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak lint format typecheck clean image
+.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -74,6 +74,11 @@ bench-latency: install system-deps
 SOAK_REFRESHES ?= 2000
 bench-soak: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_soak --refreshes $(SOAK_REFRESHES) --out bench-results/soak.json
+
+# What one daemon poll costs the catalog: requests, metadata reads, time (BENCH_CATALOG=rest).
+POLL_MVS ?= 20
+bench-poll: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_poll --mvs $(POLL_MVS) --out bench-results/poll.json
 
 # Pure-logic tests only: no Spark, no database.
 test-fast: install

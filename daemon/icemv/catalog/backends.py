@@ -2,16 +2,19 @@
 
 A backend gives icemv four things: the pyiceberg catalog (tables, namespaces, commits),
 a `ViewCatalog`, the Spark catalog properties (under `spark.sql.catalog.<name>.`), and
-table loads (a kind may make them cheaper, as REST does with ETags).
+table loads (a kind may make them cheaper, as REST does with ETags), and, where one
+request can tell it, every table's and view's metadata location (JDBC: one query).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
+from icemv.catalog.listing import CatalogListing
 from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
 from icemv.identifiers import Identifier
@@ -34,6 +37,13 @@ class CatalogBackend(Protocol):
         ...
 
     def load_table(self, identifier: Identifier) -> Table: ...
+
+    def listing(
+        self, namespaces: Collection[tuple[str, ...]] | None = None
+    ) -> CatalogListing | None:
+        """Every view, and every table (of `namespaces` when given), with its metadata
+        location in one request; None when this kind cannot list them so cheaply."""
+        ...
 
 
 def open_backend(config: Config) -> CatalogBackend:

@@ -7,17 +7,23 @@ would be locked by any live Spark JVM.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.io import load_file_io
+from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
+from sqlalchemy import or_, select
 from sqlalchemy.engine import URL
+from sqlalchemy.orm import Session
 
 from icemv.catalog.embedded.server import EmbeddedPostgres
-from icemv.catalog.jdbc_views import ViewStore
+from icemv.catalog.jdbc_views import VIEW_TYPE, ViewStore
+from icemv.catalog.listing import CatalogListing
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config
 from icemv.identifiers import Identifier
@@ -130,6 +136,49 @@ class JdbcBackend:
 
     def load_table(self, identifier: Identifier) -> Table:
         return self.catalog.load_table(identifier.as_tuple())
+
+    def listing(self, namespaces: Collection[tuple[str, ...]] | None = None) -> CatalogListing:
+        """Every view and table of this catalog with its metadata location, in one query;
+        only the tables of `namespaces` when given."""
+        catalog = self.catalog
+        query = select(
+            IcebergTables.table_namespace,
+            IcebergTables.table_name,
+            IcebergTables.metadata_location,
+            IcebergTables.iceberg_type,
+        ).where(IcebergTables.catalog_name == catalog.name)
+        if namespaces is not None:
+            names = sorted({".".join(namespace) for namespace in namespaces})
+            query = query.where(
+                or_(
+                    IcebergTables.iceberg_type == VIEW_TYPE,
+                    IcebergTables.table_namespace.in_(names),
+                )
+            )
+        with Session(catalog.engine) as session:
+            rows = session.execute(query).all()
+        tables: dict[Identifier, str] = {}
+        views: dict[Identifier, str] = {}
+        for namespace, name, location, kind in rows:
+            if not (namespace and name and location):
+                continue  # a row no load would accept either
+            found = views if kind == VIEW_TYPE else tables
+            found[Identifier(tuple(namespace.split(".")), name)] = location
+        scope = None if namespaces is None else frozenset(namespaces)
+        return CatalogListing(tables, views, self.read_table, self.views.read, scope)
+
+    def read_table(self, identifier: Identifier, metadata_location: str) -> Table:
+        """The table whose metadata is at `metadata_location`, as `load_table` builds it."""
+        catalog = self.catalog
+        io = load_file_io(catalog.properties, metadata_location)
+        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        return Table(
+            identifier=identifier.as_tuple(),
+            metadata=metadata,
+            metadata_location=metadata_location,
+            io=load_file_io({**catalog.properties, **metadata.properties}, metadata_location),
+            catalog=catalog,
+        )
 
 
 def _plain(value: object) -> str:

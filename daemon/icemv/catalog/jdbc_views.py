@@ -35,6 +35,10 @@ class ViewStore:
         location = self._location(identifier)
         if location is None:
             raise NoSuchViewError(f"view {identifier} does not exist")
+        return self.read(identifier, location)
+
+    def read(self, identifier: Identifier, location: str) -> LoadedView:
+        """The view whose metadata is at `location` (known from a listing): no query."""
         with self._io.new_input(location).open() as stream:
             metadata = decode_view_metadata(stream.read())
         return LoadedView(identifier, location, metadata)

@@ -10,6 +10,7 @@ which keeps the daemon's polls cheap.
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from functools import cached_property
 
 from pyiceberg.catalog.rest import RestCatalog
@@ -84,6 +85,10 @@ class RestBackend:
             # Other writers commit all the time: never serve a cached table.
             "cache-enabled": "false",
         }
+
+    def listing(self, namespaces: Collection[tuple[str, ...]] | None = None) -> None:
+        """The REST API lists names, not metadata locations: loads are conditional instead."""
+        return None
 
     def load_table(self, identifier: Identifier) -> Table:
         """loadTable with If-None-Match: an unchanged table costs a 304 and no metadata parse."""

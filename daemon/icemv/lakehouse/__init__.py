@@ -2,10 +2,11 @@
 
 This is where catalog access and the engine meet, above both: `Lakehouse` hands out the
 configured catalog backend, its view store and the SparkSession; `CatalogReads` loads each
-table and view at most once for one refresh (and answers the pure SQL passes' look-ups).
+table and view at most once for one refresh (and answers the pure SQL passes' look-ups);
+`PollReads` hands the daemon's polls theirs, each reusing what the last poll loaded.
 """
 
 from icemv.lakehouse.handles import Lakehouse
-from icemv.lakehouse.reads import CatalogReads
+from icemv.lakehouse.reads import CatalogReads, PollReads
 
-__all__ = ["CatalogReads", "Lakehouse"]
+__all__ = ["CatalogReads", "Lakehouse", "PollReads"]

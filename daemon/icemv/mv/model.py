@@ -13,7 +13,7 @@ from icemv.errors import (
     NotAMaterializedViewError,
 )
 from icemv.identifiers import Identifier
-from icemv.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.spec.durations import parse_duration
 from icemv.spec.view_metadata import ViewVersion
 
@@ -86,9 +86,12 @@ class MaterializedView:
         return dict(self.view.metadata.properties)
 
 
-def load_materialized_view(lakehouse: Lakehouse, identifier: Identifier) -> MaterializedView:
+def load_materialized_view(
+    lakehouse: Lakehouse, identifier: Identifier, reads: CatalogReads | None = None
+) -> MaterializedView:
+    """The MV `identifier`; loaded through `reads` when given."""
     try:
-        view = lakehouse.views.load(identifier)
+        view = reads.load_view(identifier) if reads else lakehouse.views.load(identifier)
     except NoSuchViewError:
         raise NotAMaterializedViewError(f"no materialized view {identifier}") from None
     if not view.metadata.is_materialized:
@@ -96,11 +99,14 @@ def load_materialized_view(lakehouse: Lakehouse, identifier: Identifier) -> Mate
     return MaterializedView(view)
 
 
-def list_materialized_views(lakehouse: Lakehouse) -> list[MaterializedView]:
+def list_materialized_views(
+    lakehouse: Lakehouse, reads: CatalogReads | None = None
+) -> list[MaterializedView]:
+    """Every MV of the catalog; through `reads` (a poll's) when given."""
+    reads = reads or CatalogReads(lakehouse)
     found = []
-    for identifier in lakehouse.views.list():
-        try:
-            found.append(load_materialized_view(lakehouse, identifier))
-        except (NotAMaterializedViewError, NoSuchViewError):
-            continue  # plain view, or dropped meanwhile
+    for identifier in reads.list_views():
+        view = reads.find_view(identifier)
+        if view is not None and view.metadata.is_materialized:  # else plain, or dropped meanwhile
+            found.append(MaterializedView(view))
     return found

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from pyiceberg.exceptions import CommitFailedException
 
 from icemv.errors import StorageCommitConflictError, ViewCommitConflictError
+from icemv.lakehouse import CatalogReads
 from icemv.mv.freshness import Freshness, State
 from icemv.refresh.result import RefreshResult
 
@@ -38,6 +39,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_kafka_consumer_lag",
     "icemv_kafka_connected",
     "icemv_poll_overruns_total",
+    "icemv_catalog_loads_total",
 )
 
 STATES: tuple[State, ...] = ("fresh", "stale", "invalid")
@@ -164,6 +166,13 @@ class Metrics:
             "Catalog polls that took longer than polling.interval_seconds.",
             registry=r,
         )
+        self.catalog_loads = Counter(
+            "icemv_catalog_loads",
+            "Table and view loads of catalog polls and freshness-target checks: loaded (a "
+            "catalog request or a metadata read) or reused (unchanged since the last poll).",
+            ["object", "result"],
+            registry=r,
+        )
         self.up.set(1)
         self.build_info.labels(version or _package_version()).set(1)
 
@@ -246,6 +255,13 @@ class Metrics:
 
     def record_poll_overrun(self) -> None:
         self.poll_overruns.inc()
+
+    def record_catalog_loads(self, reads: CatalogReads) -> None:
+        """Count the loads and reuses of one poll (or freshness-target check)."""
+        self.catalog_loads.labels("table", "loaded").inc(reads.table_loads)
+        self.catalog_loads.labels("table", "reused").inc(reads.table_reuses)
+        self.catalog_loads.labels("view", "loaded").inc(reads.view_loads)
+        self.catalog_loads.labels("view", "reused").inc(reads.view_reuses)
 
     def exposition(self) -> bytes:
         """The Prometheus text format (version 0.0.4) of this registry."""

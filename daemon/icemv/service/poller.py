@@ -1,10 +1,17 @@
 """The safety net and the clock: periodic catalog polls, freshness targets and schedules.
 
 A poll compares every MV's recorded sources with the current ones (no events needed),
-refreshes what is stale and refreshes the metrics. An MV with `icemv.max-staleness` is
-also checked every half of its target, so it is refreshed before breaching it; one with
-`icemv.refresh-interval` or `icemv.refresh-cron` gets a refresh request on that schedule.
-Polls request refreshes in dependency order (an MV before the MVs that read it).
+refreshes what is stale and refreshes the metrics. It loads each table and view once,
+however many MVs read it, and on a JDBC catalog starts with one query listing metadata
+locations (every view's, the tables' of the namespaces MVs read): what did not change
+since the last poll is not loaded again (`lakehouse.reads.PollReads`;
+`icemv_catalog_loads_total` counts loads and reuses). A freshness-target check between
+polls starts with its own listing the same way.
+
+An MV with `icemv.max-staleness` is also checked every half of its target, so it is
+refreshed before breaching it; one with `icemv.refresh-interval` or `icemv.refresh-cron`
+gets a refresh request on that schedule. Polls request refreshes in dependency order (an
+MV before the MVs that read it).
 
 A poll that takes longer than the interval is an overrun: the scheduled polls it overlaps
 are skipped (APScheduler's line saying so is not logged), each overrunning poll counts in
@@ -33,7 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from icemv.config import MaintenanceConfig
 from icemv.errors import DurationError
 from icemv.identifiers import Identifier
-from icemv.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.maintenance import maintain_storage
 from icemv.mv.maintenance.branches import remove_leftover_branches
@@ -102,6 +109,7 @@ class Reconciler:
         self._jobs = BackgroundScheduler(daemon=True, logger=JOBS_LOGGER)
         self._mv_jobs: dict[str, str] = {}  # job id -> trigger description
         self._known: set[Identifier] = set()
+        self._reads = PollReads(lakehouse)
         self.polls = 0
         # Whether the last scheduled poll overran its interval (an episode is under way).
         self._overrunning = False
@@ -130,10 +138,13 @@ class Reconciler:
 
     def poll(self) -> None:
         """One reconciliation pass over every MV."""
+        reads: CatalogReads | None = None
         try:
-            snapshot = self._index.rebuild()
+            reads = self._reads.begin()
+            snapshot = self._index.rebuild(reads)
             for identifier in dependency_order(snapshot):
-                self.check(snapshot.mvs[identifier])
+                self.check(snapshot.mvs[identifier], reads)
+            self._reads.finish(reads)
             for gone in self._known - set(snapshot.mvs):
                 self._metrics.forget_mv(gone.dotted)
             self._known = set(snapshot.mvs)
@@ -141,6 +152,9 @@ class Reconciler:
             self.polls += 1
         except Exception as exc:  # noqa: BLE001 (catalog unreachable: report, try again next time)
             log.warning("poll_failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if reads is not None:
+                self._metrics.record_catalog_loads(reads)
 
     def scheduled_poll(self) -> None:
         """A poll on the interval, timed: an overrun is counted, and logged once per episode."""
@@ -209,20 +223,29 @@ class Reconciler:
                 log.warning("branch_cleanup_failed", mv=str(mv.identifier), error=str(exc))
         return removed
 
-    def check(self, mv: MaterializedView) -> Freshness:
-        freshness = assess_freshness(self._lakehouse, mv)
+    def check(self, mv: MaterializedView, reads: CatalogReads | None = None) -> Freshness:
+        """Publish `mv`'s freshness and request a refresh unless fresh; loads through
+        `reads` (a poll's) when given, else straight from the catalog."""
+        freshness = assess_freshness(self._lakehouse, mv, reads=reads)
         self._metrics.record_freshness(mv.identifier.dotted, freshness, max_staleness_seconds(mv))
         if freshness.state != "fresh":
             self._request(mv.identifier, "poll")
         return freshness
 
-    def _check_by_name(self, identifier: Identifier) -> None:
+    def check_by_name(self, identifier: Identifier) -> None:
+        """A freshness-target check between polls: on JDBC one listing query, reusing the
+        last poll's loads of what did not change."""
+        reads: CatalogReads | None = None
         try:
-            self.check(load_materialized_view(self._lakehouse, identifier))
+            reads = self._reads.begin()
+            self.check(load_materialized_view(self._lakehouse, identifier, reads), reads)
         except Exception as exc:  # noqa: BLE001 (the next poll checks again)
             log.warning(
                 "freshness_check_failed", mv=str(identifier), error=f"{type(exc).__name__}: {exc}"
             )
+        finally:
+            if reads is not None:
+                self._metrics.record_catalog_loads(reads)
 
     def _scheduled(self, identifier: Identifier) -> None:
         self._request(identifier, "schedule")
@@ -237,7 +260,7 @@ class Reconciler:
                 wanted[f"target:{identifier.dotted}"] = (
                     f"every {max(1.0, target / 2)}s",
                     trigger,
-                    partial(self._check_by_name, identifier),
+                    partial(self.check_by_name, identifier),
                 )
             interval = mv.properties.get(REFRESH_INTERVAL_PROPERTY)
             cron = mv.properties.get(REFRESH_CRON_PROPERTY)

@@ -32,8 +32,11 @@ class IndexSnapshot:
     broken: dict[Identifier, str] = field(default_factory=dict)
 
 
-def build_index(lakehouse: Lakehouse) -> IndexSnapshot:
-    mvs = {mv.identifier: mv for mv in list_materialized_views(lakehouse)}
+def build_index(lakehouse: Lakehouse, reads: CatalogReads | None = None) -> IndexSnapshot:
+    """The index as the catalog is now; every MV's sources resolved through one `reads`
+    (a poll's, or one of its own), so each table and view is loaded once."""
+    reads = reads or CatalogReads(lakehouse)
+    mvs = {mv.identifier: mv for mv in list_materialized_views(lakehouse, reads)}
     storage_owner = {mv.storage: mv.identifier for mv in mvs.values()}
     readers: defaultdict[Identifier, set[Identifier]] = defaultdict(set)
     dependents: defaultdict[Identifier, set[Identifier]] = defaultdict(set)
@@ -41,7 +44,7 @@ def build_index(lakehouse: Lakehouse) -> IndexSnapshot:
     for identifier, mv in mvs.items():
         try:
             pinned = pin_sources(
-                CatalogReads(lakehouse),
+                reads,
                 mv.sql,
                 mv.version.default_namespace or identifier.namespace,
             )
@@ -101,8 +104,8 @@ class SourceIndex:
         self._lock = threading.Lock()
         self._snapshot = IndexSnapshot()
 
-    def rebuild(self) -> IndexSnapshot:
-        snapshot = build_index(self._lakehouse)
+    def rebuild(self, reads: CatalogReads | None = None) -> IndexSnapshot:
+        snapshot = build_index(self._lakehouse, reads)
         with self._lock:
             self._snapshot = snapshot
         for mv, reason in snapshot.broken.items():

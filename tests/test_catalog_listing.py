@@ -1,0 +1,129 @@
+"""The JDBC catalog's one-query listing and the polls' reads built on it (SQLite file, no Spark)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from icemv.catalog.jdbc import JdbcBackend
+from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
+from icemv.mv.model import list_materialized_views
+from icemv.spec.view_metadata import new_view_metadata
+
+A, B = Identifier(("nyc",), "a"), Identifier(("nyc",), "b")
+MV, STORAGE = Identifier(("nyc",), "agg"), Identifier(("nyc",), "agg__storage")
+PLAIN = Identifier(("nyc",), "plain")
+ROWS = pa.schema([pa.field("v", pa.int64())])
+
+
+@pytest.fixture
+def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
+    lakehouse = sqlite_lakehouse
+    for table in (A, B, STORAGE):
+        lakehouse.catalog.create_table(table.as_tuple(), schema=ROWS)
+    for view, storage in ((MV, STORAGE), (PLAIN, None)):
+        metadata = new_view_metadata(
+            location=f"{lakehouse.config.warehouse_uri}/nyc/{view.name}",
+            sql="SELECT v FROM nyc.a",
+            schema={
+                "type": "struct",
+                "fields": [{"id": 1, "name": "v", "type": "long", "required": False}],
+            },
+            storage_table=storage,
+            default_namespace=("nyc",),
+            default_catalog="lake",
+            properties={},
+        )
+        lakehouse.views.create(view, metadata)
+    return lakehouse
+
+
+def append(lakehouse: Lakehouse, table: Identifier) -> None:
+    lakehouse.load_table(table).append(pa.table({"v": pa.array([1], pa.int64())}, schema=ROWS))
+
+
+def test_listing_is_every_table_and_view_with_its_location(lakehouse: Lakehouse) -> None:
+    backend = lakehouse.backend
+    assert isinstance(backend, JdbcBackend)
+    listing = backend.listing()
+    assert set(listing.tables) == {A, B, STORAGE}
+    assert set(listing.views) == {MV, PLAIN}
+    for table in (A, B, STORAGE):
+        assert listing.tables[table] == lakehouse.load_table(table).metadata_location
+        read = listing.load_table(table)
+        assert read.name() == table.as_tuple()
+        assert read.metadata == lakehouse.load_table(table).metadata
+    assert listing.load_view(MV).metadata == lakehouse.views.load(MV).metadata
+
+
+def test_a_listing_may_be_limited_to_some_namespaces_tables(lakehouse: Lakehouse) -> None:
+    backend = lakehouse.backend
+    assert isinstance(backend, JdbcBackend)
+    lakehouse.catalog.create_namespace(("other",))
+    elsewhere = Identifier(("other",), "c")
+    lakehouse.catalog.create_table(elsewhere.as_tuple(), schema=ROWS)
+    assert set(backend.listing().tables) == {A, B, STORAGE, elsewhere}
+    scoped = backend.listing([("other",)])
+    assert set(scoped.tables) == {elsewhere}
+    assert set(scoped.views) == {MV, PLAIN}  # views: always all
+    assert scoped.covers(elsewhere) and not scoped.covers(A)
+    none = backend.listing([])
+    assert not none.tables and set(none.views) == {MV, PLAIN}
+    # Reads through a scoped listing load a table it does not cover by name.
+    reads = CatalogReads(lakehouse, scoped)
+    assert reads.load_table(A).metadata_location == lakehouse.load_table(A).metadata_location
+    assert reads.find_table(Identifier(("other",), "absent")) is None
+    assert reads.table_loads == 1
+
+
+def test_polls_reuse_what_did_not_change(lakehouse: Lakehouse) -> None:
+    polls = PollReads(lakehouse)
+    first = polls.begin()  # lists views only: no namespace was asked about yet
+    tables = {t: first.load_table(t) for t in (A, B, STORAGE)}
+    assert first.load_table(A) is tables[A]  # once per poll
+    assert first.find_table(MV) is None  # a view is no table
+    assert [mv.identifier for mv in list_materialized_views(lakehouse, first)] == [MV]
+    assert (first.table_loads, first.table_reuses, first.view_loads) == (4, 0, 2)
+    polls.finish(first)
+
+    append(lakehouse, A)
+    second = polls.begin()
+    assert second.find_table(Identifier(("nyc",), "absent")) is None  # listed as missing
+    assert second.load_table(B) is tables[B]  # unchanged: the previous poll's, nothing read
+    assert second.load_table(STORAGE) is tables[STORAGE]
+    changed = second.load_table(A)
+    assert changed.current_snapshot() is not None  # the commit is seen
+    assert (second.table_loads, second.table_reuses) == (1, 2)
+    assert second.load_view(MV) is first.load_view(MV)
+    assert second.view_reuses == 1
+    polls.finish(second)
+
+    # What a poll did not read is not kept: B is read again after a poll that skipped it.
+    lakehouse.catalog.drop_table(STORAGE.as_tuple())
+    third = polls.begin()
+    assert third.find_table(STORAGE) is None
+    assert third.load_table(A) is changed
+    polls.finish(third)
+    fourth = polls.begin()
+    assert fourth.load_table(B) is not tables[B]
+    assert (fourth.table_loads, fourth.table_reuses) == (1, 0)
+
+
+def test_a_forgotten_table_loads_from_the_catalog(lakehouse: Lakehouse) -> None:
+    polls = PollReads(lakehouse)
+    reads = polls.begin()
+    before = reads.load_table(A)
+    append(lakehouse, A)  # after the listing
+    assert reads.load_table(A) is before  # one state per poll
+    reads.forget(A)
+    assert reads.load_table(A).current_snapshot() is not None
+    assert reads.table_loads == 2
+
+
+def test_without_a_listing_every_table_is_loaded_once(lakehouse: Lakehouse) -> None:
+    reads = CatalogReads(lakehouse)
+    assert reads.load_table(A) is reads.load_table(A)
+    assert [mv.identifier for mv in list_materialized_views(lakehouse, reads)] == [MV]
+    assert [mv.identifier for mv in list_materialized_views(lakehouse)] == [MV]
+    assert (reads.table_loads, reads.view_loads, reads.table_reuses) == (1, 2, 0)
