@@ -43,14 +43,15 @@ ROW_EXPR = [
 ]
 
 
-def _lakehouse(catalog_uri: str, workdir: Path, master: str) -> Lakehouse:
+def _lakehouse(catalog_uri: str, workdir: Path, master: str, fifo: bool) -> Lakehouse:
     config = parse_config(
         {
             "home": str(workdir / "home"),
             "catalog": {"uri": catalog_uri},
             "warehouse": {"location": str(workdir / "warehouse")},
             "spark": {"driver_memory": os.environ.get("ICEMV_BENCH_DRIVER_MEMORY", "4g"),
-                      "shuffle_partitions": 4, "master": master},
+                      "shuffle_partitions": 4, "master": master,
+                      "conf": {"spark.scheduler.mode": "FIFO"} if fifo else {}},
             "logging": {"level": "WARNING"},
         }
     )  # fmt: skip
@@ -85,13 +86,22 @@ def run_round(lakehouse: Lakehouse, mvs: list[Identifier], max_concurrent: int) 
     wall = time.time() - started
     scheduler.stop()
     results = [f.result() for f in futures]
-    modes = sorted({r.mode for r in results})
+    modes = sorted({str(r.mode) for r in results})
+    small = [r.duration_seconds for r in results if r.mode != "full"]
+    small_fresh = max(
+        r.started_ms / 1000 + r.duration_seconds - started for r in results if r.mode != "full"
+    )
+    full = [r.duration_seconds for r in results if r.mode == "full"]
     busy = sum(r.duration_seconds for r in results)
     phases = {p: statistics.median(r.phase_seconds.get(p, 0.0) for r in results) for p in PHASES}
     print(
         f"max_concurrent={max_concurrent}: all {len(mvs)} fresh after {wall:6.2f} s; "
         f"sum of refreshes {busy:6.2f} s (x{busy / wall:.2f} overlap); "
-        f"peak running {max_overlap(results)}; modes {modes}; median phases "
+        f"peak running {max_overlap(results)}; modes {modes}; "
+        f"incremental median {statistics.median(small):.2f} s, "
+        f"all fresh after {small_fresh:.2f} s; "
+        + (f"full {statistics.median(full):.2f} s; " if full else "")
+        + "median phases "
         + " ".join(f"{p}={s:.3f}" for p, s in phases.items()),
         flush=True,
     )
@@ -145,6 +155,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
+        "--fifo", action="store_true", help="Spark's FIFO scheduler instead of icemv's FAIR"
+    )
+    parser.add_argument(
+        "--full-mvs",
+        type=int,
+        default=0,
+        help="this many more MVs (a self-join) that always recompute fully: large jobs "
+        "the small deltas share the executors with",
+    )
+    parser.add_argument(
         "--path",
         default="scheduler",
         choices=("scheduler", "poll"),
@@ -165,7 +185,7 @@ def main() -> None:
 
             catalog = create_database(ADMIN_URL)
             cleanup.callback(drop_database, ADMIN_URL, catalog)
-        run(args, _lakehouse(catalog, workdir, args.master))
+        run(args, _lakehouse(catalog, workdir, args.master, args.fifo))
 
 
 def run(args: argparse.Namespace, lakehouse: Lakehouse) -> None:
@@ -186,6 +206,15 @@ def run(args: argparse.Namespace, lakehouse: Lakehouse) -> None:
         create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental"})
         refresh_mv(lakehouse, mv)
         mvs.append(mv)
+    for n in range(args.full_mvs):
+        mv = Identifier((namespace,), f"full{n}")
+        sql = (
+            "SELECT a.vendor, count(*) AS n, sum(b.fare) AS s FROM base a "
+            "JOIN base b ON a.id = b.id GROUP BY a.vendor"
+        )
+        create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "full"})
+        refresh_mv(lakehouse, mv)
+        mvs.insert(0, mv)  # requested first, as if a large recompute were under way
     print(f"{args.mvs} MVs over {args.rows:,} rows, appends of {args.append:,}", flush=True)
     next_id = args.rows
     for _ in range(args.repeat):
