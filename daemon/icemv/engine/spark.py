@@ -256,6 +256,9 @@ def activate(session: SparkSession) -> None:
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
 
 
+SCHEDULER_POOL_PROPERTY = "spark.scheduler.pool"
+
+
 def use_scheduler_pool(session: SparkSession, pool: str) -> None:
     """Run the Spark jobs the calling thread starts from now on in the FAIR pool `pool`.
 
@@ -263,9 +266,6 @@ def use_scheduler_pool(session: SparkSession, pool: str) -> None:
     the property is local to the thread (PySpark pins each Python thread to a JVM thread).
     """
     session.sparkContext.setLocalProperty(SCHEDULER_POOL_PROPERTY, pool)
-
-
-SCHEDULER_POOL_PROPERTY = "spark.scheduler.pool"
 
 
 def scheduler_pools(session: SparkSession) -> list[str]:
