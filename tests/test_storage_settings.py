@@ -138,3 +138,17 @@ def test_the_driver_jvm_logs_json_at_the_configured_level_unless_told_otherwise(
     options = spark_conf(config, open_backend(config))[JAVA_OPTIONS_KEY]
     # Later options win on the java command line: the user's own file replaces icemv's.
     assert options.endswith(f" {own}") and "-Dicemv.spark.log.level=ERROR" in options
+
+
+def test_spark_schedules_fair_unless_the_config_says_otherwise() -> None:
+    config = parse_config({"catalog": {"uri": "postgresql://db/lake"}})
+    conf = spark_conf(config, open_backend(config))
+    assert conf["spark.scheduler.mode"] == "FAIR"
+    assert "spark.scheduler.mode" not in launch_settings(conf)  # set over the gateway
+    config = parse_config(
+        {
+            "catalog": {"uri": "postgresql://db/lake"},
+            "spark": {"conf": {"spark.scheduler.mode": "FIFO"}},
+        }
+    )
+    assert spark_conf(config, open_backend(config))["spark.scheduler.mode"] == "FIFO"

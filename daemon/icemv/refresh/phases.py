@@ -15,15 +15,25 @@ PHASES = ("plan", "changes", "patch", "commit", "record")
 
 
 class PhaseClock:
-    """Wall time by phase: `end(name)` charges the time since the previous mark to `name`."""
+    """Wall time by phase: `end(name)` charges the time since the previous mark to `name`.
+
+    `spans` keeps when each phase ran, in epoch seconds (from its first start to its last
+    end), so refreshes running side by side can be shown to overlap.
+    """
 
     def __init__(self, started: float | None = None) -> None:
         self.seconds: dict[str, float] = {}
+        self.spans: dict[str, tuple[float, float]] = {}
         self._mark = time.perf_counter() if started is None else started
+        # The epoch time of `_mark`; perf_counter measures, time.time places.
+        self._wall_mark = time.time() - (time.perf_counter() - self._mark)
 
     def end(self, name: str) -> None:
         if name not in PHASES:
             raise ValueError(f"unknown refresh phase {name!r}")
         now = time.perf_counter()
         self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._mark, 3)
-        self._mark = now
+        wall_now = self._wall_mark + (now - self._mark)
+        first = self.spans.get(name, (self._wall_mark, wall_now))[0]
+        self.spans[name] = (first, wall_now)
+        self._mark, self._wall_mark = now, wall_now

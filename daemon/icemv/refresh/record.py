@@ -84,4 +84,5 @@ def result_of_commit(
         duration_seconds=time.time() - plan.started_ms / 1000,
         source_rows_read=source_rows_read,
         phase_seconds=dict(phases.seconds) if phases else {},
+        phase_spans=dict(phases.spans) if phases else {},
     )

@@ -20,7 +20,7 @@ import structlog
 
 from icemv.catalog.event_scope import event_scope
 from icemv.config import Config, load_config
-from icemv.engine.spark import activate, session_ready
+from icemv.engine.spark import activate, session_ready, use_scheduler_pool
 from icemv.errors import ConfigError, InvalidIdentifierError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
@@ -155,8 +155,11 @@ class Daemon:
         return self.scheduler.request(mv, reason)
 
     def _refresh(self, mv: Identifier) -> RefreshResult:
+        spark = self.lakehouse.spark
         # Scheduler threads have no JVM-side active session of their own.
-        activate(self.lakehouse.spark)
+        activate(spark)
+        # A FAIR pool per worker thread: refreshes share the executors instead of queueing.
+        use_scheduler_pool(spark, threading.current_thread().name)
         return refresh_mv(self.lakehouse, mv)
 
     def _on_result(self, result: RefreshResult) -> None:
