@@ -56,6 +56,12 @@ SHAPES = {
         "FROM trips GROUP BY day"
     ),
     "global": "SELECT count(*) AS n, avg(fare) AS mean, stddev_pop(fare) AS sd FROM trips",
+    # Affected groups recomputed: DISTINCT aggregates, COUNT_IF, BOOL_AND/OR.
+    "recomputed-aggs": (
+        "SELECT day, sum(DISTINCT fare) AS sd, avg(DISTINCT fare) AS ad, "
+        "count_if(fare > 2) AS big, bool_and(fare > 1) AS paid, bool_or(vendor = 'a') AS has_a "
+        "FROM trips GROUP BY day"
+    ),
     # Normalised first (sql/normalise.py): a dbt-style CTE chain with a filter on an
     # aggregate and an ORDER BY; DISTINCT (a GROUP BY with a hidden row count) over a join;
     # a CTE read twice (a self-join).

@@ -54,6 +54,12 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
             "GROUP BY c",
             "aggregate", "merge-aggregates", "merge-aggregates",
         ),
+        (
+            "SELECT vendor, sum(DISTINCT fare) AS s, avg(DISTINCT fare) AS a, "
+            "count_if(fare > 2) AS c, bool_and(fare > 1) AS b, bool_or(fare > 9) AS o "
+            "FROM trips GROUP BY vendor",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
         # Normalised first (sql/normalise.py): each becomes one of the shapes above.
         ("SELECT id FROM trips ORDER BY id", "rows", None, None),
         (
@@ -106,8 +112,8 @@ def test_maintainable_shapes(
         ("SELECT id FROM trips WHERE fare > (SELECT avg(fare) FROM zones)", "subquery"),
         ("SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)", "subquery"),
         (
-            "SELECT vendor, sum(DISTINCT fare) AS s FROM trips GROUP BY vendor",
-            "distinct-aggregate-sum",
+            "SELECT vendor, stddev(DISTINCT fare) AS s FROM trips GROUP BY vendor",
+            "distinct-aggregate-stddev",
         ),
         ("SELECT count(*) AS n FROM trips GROUP BY vendor", "group-key-not-in-output"),
         ("SELECT id FROM trips UNION SELECT id FROM zones", "set-operation"),

@@ -33,6 +33,7 @@ Shape = Literal["rows", "aggregate"]
 AggregateFunc = Literal[
     "count_star", "count", "sum", "min", "max", "avg", "count_distinct",
     "stddev_samp", "stddev_pop", "var_samp", "var_pop",
+    "sum_distinct", "avg_distinct", "count_if", "bool_and", "bool_or",
 ]  # fmt: skip
 AggregateStrategy = Literal["merge-aggregates", "recompute-groups"]
 
@@ -47,7 +48,14 @@ _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
     exp.StddevPop: "stddev_pop",
     exp.Variance: "var_samp",
     exp.VariancePop: "var_pop",
+    exp.CountIf: "count_if",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
 }
+# Aggregates no stored value merges: the groups a delta touches are recomputed.
+_RECOMPUTED = frozenset(
+    {"count_distinct", "sum_distinct", "avg_distinct", "count_if", "bool_and", "bool_or"}
+)
 # Reasons the affected-keys rule (sql/keys.py) may still cover.
 _KEYED = frozenset({"window-function", "outer-join", "semi-join", "subquery", "distinct"})
 # Aggregates whose value follows from hidden state columns (sql/state.py), not from the
@@ -118,11 +126,11 @@ class AggregateAnalysis:
 
         `stateful`: the storage table has the hidden state columns (sql/state.py), so AVG,
         the deviations, a SUM losing its last input and a group losing its last row merge
-        exactly; MIN/MAX under deletes, COUNT(DISTINCT), HAVING and derived columns still
-        recompute the touched groups.
+        exactly; MIN/MAX under deletes, COUNT/SUM/AVG(DISTINCT), COUNT_IF, BOOL_AND/OR,
+        HAVING and derived columns still recompute the touched groups.
         """
         funcs = {a.func for a in self.aggregates}
-        if self.having or self.derived or "count_distinct" in funcs:
+        if self.having or self.derived or funcs & _RECOMPUTED:
             return "recompute-groups"
         if stateful:
             if with_deletes and funcs & {"min", "max"}:
@@ -300,4 +308,7 @@ def _aggregate(position: int, node: exp.AggFunc) -> AggregateColumn:
             return AggregateColumn(position, "count_star", None)
         if isinstance(argument, exp.Distinct):
             return AggregateColumn(position, "count_distinct", argument.expressions[0])
+    if func in ("sum", "avg") and isinstance(argument, exp.Distinct):
+        distinct: AggregateFunc = "sum_distinct" if func == "sum" else "avg_distinct"
+        return AggregateColumn(position, distinct, argument.expressions[0])
     return AggregateColumn(position, func, argument)

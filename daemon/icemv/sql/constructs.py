@@ -25,7 +25,10 @@ _NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
 SUPPORTED_AGGREGATE_NODES = (
     exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg,
     exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop,
+    exp.CountIf, exp.LogicalAnd, exp.LogicalOr,
 )  # fmt: skip
+# Aggregates that may take DISTINCT (their touched groups are recomputed).
+_DISTINCT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
 
 
 # Generators whose rows follow from one input row each: the delta rules treat them like a
@@ -89,7 +92,7 @@ def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
         elif isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window):
             if type(node) not in SUPPORTED_AGGREGATE_NODES:
                 flag(f"unsupported-aggregate-{node.key}", node)
-            elif isinstance(node.this, exp.Distinct) and not isinstance(node, exp.Count):
+            elif isinstance(node.this, exp.Distinct) and not isinstance(node, _DISTINCT_AGGREGATES):
                 flag(f"distinct-aggregate-{node.key}", node)
             elif node.find_ancestor(exp.AggFunc) is not None:
                 flag("nested-aggregate", node)
