@@ -201,7 +201,7 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
         return NotMaintainable(("unresolvable",), ("not a query after qualification",))
     exact.restore(qualified)
     normalised = normalise(qualified)
-    reasons, details = unsupported_constructs(normalised.query)
+    reasons, details = unsupported_constructs(normalised.query, _SUPPORTED_AGGREGATES)
     keyed: KeyClass | None = None
     if reasons and set(reasons) <= _KEYED:
         found = key_class(normalised.query)

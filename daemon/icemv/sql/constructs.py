@@ -6,6 +6,8 @@ A pure walk over the qualified tree: every construct found yields a code (`windo
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlglot import exp
 
 NON_DETERMINISTIC = {
@@ -21,12 +23,6 @@ _NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
     exp.CurrentDate,
     exp.CurrentTime,
 )
-# Aggregates the delta rules handle (their analysis lives in `sql/analysis.py`).
-SUPPORTED_AGGREGATE_NODES = (
-    exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg,
-    exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop,
-    exp.CountIf, exp.LogicalAnd, exp.LogicalOr,
-)  # fmt: skip
 # Aggregates that may take DISTINCT (their touched groups are recomputed).
 _DISTINCT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
 
@@ -46,7 +42,11 @@ def row_generator(node: exp.Expr) -> bool:
     )
 
 
-def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
+def unsupported_constructs(
+    query: exp.Query, aggregates: Collection[type[exp.Expr]]
+) -> tuple[list[str], list[str]]:
+    """Reason codes and where; `aggregates`: the aggregate functions the delta rules handle
+    (their analysis lives in `sql/analysis.py`)."""
     found: dict[str, str] = {}
 
     def flag(reason: str, node: exp.Expr) -> None:
@@ -90,7 +90,7 @@ def unsupported_constructs(query: exp.Query) -> tuple[list[str], list[str]]:
         ):
             flag("non-deterministic-function", node)
         elif isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window):
-            if type(node) not in SUPPORTED_AGGREGATE_NODES:
+            if type(node) not in aggregates:
                 flag(f"unsupported-aggregate-{node.key}", node)
             elif isinstance(node.this, exp.Distinct) and not isinstance(node, _DISTINCT_AGGREGATES):
                 flag(f"distinct-aggregate-{node.key}", node)
