@@ -9,7 +9,7 @@ from icemv.catalog.jdbc import JdbcBackend
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
 from icemv.mv.model import list_materialized_views
-from icemv.spec.view_metadata import new_view_metadata
+from tests.support.views import long_view_metadata
 
 A, B = Identifier(("nyc",), "a"), Identifier(("nyc",), "b")
 MV, STORAGE = Identifier(("nyc",), "agg"), Identifier(("nyc",), "agg__storage")
@@ -23,18 +23,7 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
     for table in (A, B, STORAGE):
         lakehouse.catalog.create_table(table.as_tuple(), schema=ROWS)
     for view, storage in ((MV, STORAGE), (PLAIN, None)):
-        metadata = new_view_metadata(
-            location=f"{lakehouse.config.warehouse_uri}/nyc/{view.name}",
-            sql="SELECT v FROM nyc.a",
-            schema={
-                "type": "struct",
-                "fields": [{"id": 1, "name": "v", "type": "long", "required": False}],
-            },
-            storage_table=storage,
-            default_namespace=("nyc",),
-            default_catalog="lake",
-            properties={},
-        )
+        metadata = long_view_metadata(lakehouse, view.name, "SELECT v FROM nyc.a", storage)
         lakehouse.views.create(view, metadata)
     return lakehouse
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -20,7 +21,7 @@ from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import history_as_6420, latest_refresh, refresh_history
 from icemv.mv.model import list_materialized_views, load_materialized_view
 from icemv.spec.refresh_state import RefreshState, SourceState, encode_refresh_state
-from icemv.spec.view_metadata import new_view_metadata
+from tests.support.views import long_view_metadata
 
 BASE = Identifier(("nyc",), "taxis")
 MV = Identifier(("nyc",), "agg")
@@ -33,19 +34,8 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
     return sqlite_lakehouse
 
 
-def _view(lakehouse: Lakehouse, storage: Identifier | None = STORAGE):  # type: ignore[no-untyped-def]
-    return new_view_metadata(
-        location=f"{lakehouse.config.warehouse_uri}/nyc/agg",
-        sql="SELECT v FROM nyc.taxis",
-        schema={
-            "type": "struct",
-            "fields": [{"id": 1, "name": "v", "type": "long", "required": False}],
-        },
-        storage_table=storage,
-        default_namespace=("nyc",),
-        default_catalog="lake",
-        properties={},
-    )
+def _view(lakehouse: Lakehouse, storage: Identifier | None = STORAGE) -> Any:
+    return long_view_metadata(lakehouse, "agg", "SELECT v FROM nyc.taxis", storage)
 
 
 def _rows(*values: int) -> pa.Table:
