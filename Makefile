@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll lint format typecheck clean image
+.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll bench-fleet lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -79,6 +79,15 @@ bench-soak: install system-deps
 POLL_MVS ?= 20
 bench-poll: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_poll --mvs $(POLL_MVS) --out bench-results/poll.json
+
+# A fleet of MVs over one hot table with the daemon running, Kafka-triggered and poll-only:
+# time until all are fresh, per-MV latency, phases, catalog requests per poll, idle CPU.
+FLEET_ROWS ?= 1000000
+FLEET_MVS ?= 10,30,100
+FLEET_COMMITS ?= 3
+FLEET_MODES ?= poll,kafka
+bench-fleet: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_fleet --rows $(FLEET_ROWS) --mvs $(FLEET_MVS) --commits $(FLEET_COMMITS) --modes $(FLEET_MODES) --out bench-results/fleet.json
 
 # Pure-logic tests only: no Spark, no database.
 test-fast: install

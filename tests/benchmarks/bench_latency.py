@@ -11,15 +11,19 @@ snapshot that absorbed it (what `icemv_commit_to_fresh_seconds` measures).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+from pyiceberg.table.snapshots import Snapshot
 
 from icemv.config import Config, parse_config
 from icemv.events.formats.icemv import IcemvCommitEvent
@@ -80,35 +84,54 @@ def _run_mode(
     publisher: CommitEventPublisher | None,
     topic: str,
 ) -> list[float]:
-    daemon = Daemon(config, lakehouse=lakehouse)
-    thread = threading.Thread(target=daemon.run, daemon=True)
-    thread.start()
-    assert daemon.ready.wait(180), "daemon not ready"
-    deadline = time.monotonic() + 60
-    while daemon.consumer is not None and not (
-        daemon.consumer.connected and daemon.consumer.assigned()
-    ):  # a commit published before the group is joined would wait for the next poll
-        assert time.monotonic() < deadline, "consumer did not join its group"
-        time.sleep(0.1)
     storage = Identifier((NAMESPACE,), "agg__storage")
     latencies = []
     base = Identifier((NAMESPACE,), "base")
-    try:
+    with running(Daemon(config, lakehouse=lakehouse)):
         for i in range(commits):
-            table = lakehouse.load_table(base)
-            table.append(_batch(table, 10**9 + i * 100, 100))
-            snapshot = lakehouse.load_table(base).current_snapshot()
-            assert snapshot is not None
-            if publisher is not None:
-                publisher.publish(IcemvCommitEvent(
-                    [NAMESPACE], "base", table_uuid=str(table.metadata.table_uuid),
-                    snapshot_id=snapshot.snapshot_id, timestamp_ms=snapshot.timestamp_ms,
-                ))  # fmt: skip
+            snapshot = append_batch(lakehouse, base, 10**9 + i * 100, 100, publisher)
             latencies.append(_wait_absorbed(lakehouse, storage, snapshot.snapshot_id, 120))
+    return latencies
+
+
+@contextlib.contextmanager
+def running(daemon: Daemon) -> Iterator[Daemon]:
+    """The daemon in a thread, ready and (with Kafka) in its consumer group; stopped after."""
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    try:
+        assert daemon.ready.wait(180), "daemon not ready"
+        deadline = time.monotonic() + 60
+        while daemon.consumer is not None and not (
+            daemon.consumer.connected and daemon.consumer.assigned()
+        ):  # a commit published before the group is joined would wait for the next poll
+            assert time.monotonic() < deadline, "consumer did not join its group"
+            time.sleep(0.1)
+        yield daemon
     finally:
         daemon.stop()
         thread.join(120)
-    return latencies
+
+
+def append_batch(
+    lakehouse: Lakehouse,
+    base: Identifier,
+    start: int,
+    rows: int,
+    publisher: CommitEventPublisher | None,
+) -> Snapshot:
+    """Append `rows` rows with pyiceberg, as another writer would, and (given a publisher)
+    publish icemv's commit event for the new snapshot."""
+    table = lakehouse.load_table(base)
+    table.append(_batch(table, start, rows))
+    snapshot = lakehouse.load_table(base).current_snapshot()
+    assert snapshot is not None
+    if publisher is not None:
+        publisher.publish(IcemvCommitEvent(
+            list(base.namespace), base.name, table_uuid=str(table.metadata.table_uuid),
+            snapshot_id=snapshot.snapshot_id, timestamp_ms=snapshot.timestamp_ms,
+        ))  # fmt: skip
+    return snapshot
 
 
 def _batch(table: Any, start: int, rows: int) -> Any:
@@ -120,6 +143,7 @@ def _batch(table: Any, start: int, rows: int) -> Any:
     ids = range(start, start + rows)
     columns = {
         "id": list(ids),
+        "key": [i // 4 for i in ids],
         "zone_id": [i % 1000 for i in ids],
         "vendor": [f"v{i % 5}" for i in ids],
         "fare": [(i % 97) * 1.5 for i in ids],

@@ -108,6 +108,13 @@ def _write_rows(lakehouse: Lakehouse, table: str, start: int, count: int, create
         writer.append()
 
 
+def write_zones(lakehouse: Lakehouse, zones: str) -> None:
+    """The small dimension table: 1,000 zones in 10 regions."""
+    lakehouse.spark.range(1000).selectExpr(
+        "CAST(id AS INT) AS zone_id", "concat('r', CAST(id % 10 AS STRING)) AS region"
+    ).writeTo(zones).create()
+
+
 def run_scale(
     lakehouse: Lakehouse, rows: int, shapes: list[str], deltas: list[str]
 ) -> list[dict[str, Any]]:
@@ -118,9 +125,7 @@ def run_scale(
     zones = lakehouse.quoted(Identifier((namespace,), "zones"))
     started = time.time()
     _write_rows(lakehouse, base, 0, rows, create=True)
-    spark.range(1000).selectExpr(
-        "CAST(id AS INT) AS zone_id", "concat('r', CAST(id % 10 AS STRING)) AS region"
-    ).writeTo(zones).create()
+    write_zones(lakehouse, zones)
     print(f"\n[{rows:,} rows] base written in {time.time() - started:.1f} s", flush=True)
     mvs = {}
     for shape in shapes:
@@ -188,14 +193,28 @@ def _phases(seconds: Mapping[str, float]) -> str:
     return " ".join(f"{name} {value:.2f}" for name, value in seconds.items())
 
 
+def print_header(header: str) -> None:
+    """A table's header line, underlined."""
+    print(header)
+    print("-" * len(header))
+
+
+def machine() -> dict[str, Any]:
+    """Where a benchmark ran, for its JSON."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
     print()
     header = (
         f"{'base rows':>11} {'shape':15} {'delta':13} {'incr s':>8} {'full s':>8} "
         f"{'speedup':>8} {'rows read incr/full':>24}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for r in results:
         reads = f"{r['rows_read_incremental'] or 0:,}/{r['rows_read_full'] or 0:,}"
         print(
@@ -265,12 +284,7 @@ def main() -> None:
     print_table(results)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    machine = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-    out.write_text(json.dumps({"machine": machine, "results": results}, indent=2))
+    out.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
     print(f"\nwrote {out}")
 
 
