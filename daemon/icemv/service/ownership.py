@@ -49,7 +49,8 @@ class Ownership:
 
     `Ownership.everything()` is poll-only mode. Otherwise it starts owning nothing (not
     joined yet) and follows `assign` / `revoke`; `connected(False)` for longer than
-    `fallback_seconds` makes it own everything until the next `assign`.
+    `fallback_seconds` (a broker unreachable since start-up, or lost) makes it own
+    everything until it is connected again or assigned partitions.
     """
 
     def __init__(
@@ -64,7 +65,8 @@ class Ownership:
         self._lock = threading.Lock()
         self._partitions: frozenset[int] = frozenset()
         self._count = 0
-        self._offline_since: float | None = clock() if topic is not None else None
+        # Since when the consumer reports its broker unreachable (None: reachable or unknown).
+        self._offline_since: float | None = None
 
     @classmethod
     def everything(cls) -> Ownership:
