@@ -79,6 +79,7 @@ class Daemon:
             config.polling.interval_seconds,
             config.maintenance,
             owns=self.ownership.owns,
+            busy=self.scheduler.pending,
         )
         self.router = EventRouter(
             config.catalog.name,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from datetime import datetime
 from functools import partial
@@ -106,8 +106,12 @@ class Reconciler:
         interval_seconds: float,
         maintenance: MaintenanceConfig | None = None,
         owns: Callable[[Identifier], bool] | None = None,
+        busy: Callable[[], Collection[Identifier]] | None = None,
     ) -> None:
-        """`owns(mv)`: whether this replica polls and schedules `mv` (default: every MV)."""
+        """`owns(mv)`: whether this replica polls and schedules `mv` (default: every MV);
+        `busy()`: MVs with a refresh queued, running or retrying, which a poll leaves alone
+        (the daemon checks an MV again as each refresh ends, so nothing is missed, and a
+        request now would only add a second attempt after the running one)."""
         self._lakehouse = lakehouse
         self._index = index
         self._metrics = metrics
@@ -115,6 +119,7 @@ class Reconciler:
         self._interval = interval_seconds
         self._maintenance = maintenance
         self._owns = owns or (lambda _mv: True)
+        self._busy = busy or frozenset
         self._published: set[Identifier] = set()  # MVs whose freshness series we export
         self._jobs = BackgroundScheduler(daemon=True, logger=JOBS_LOGGER)
         self._mv_jobs: dict[str, str] = {}  # job id -> trigger description
@@ -153,8 +158,10 @@ class Reconciler:
             reads = self._reads.begin()
             snapshot = self._index.rebuild(reads)
             owned = [mv for mv in dependency_order(snapshot) if self._owns(mv)]
+            busy = self._busy()
             for identifier in owned:
-                self.check(snapshot.mvs[identifier], reads)
+                if identifier not in busy:
+                    self.check(snapshot.mvs[identifier], reads)
             self._reads.finish(reads)
             for gone in self._known - set(snapshot.mvs):
                 self._metrics.forget_mv(gone.dotted)
@@ -259,7 +266,7 @@ class Reconciler:
     def check_by_name(self, identifier: Identifier) -> None:
         """A freshness-target check between polls: on JDBC one listing query, reusing the
         last poll's loads of what did not change."""
-        if not self._owns(identifier):
+        if not self._owns(identifier) or identifier in self._busy():
             return
         reads: CatalogReads | None = None
         try:
