@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll lint format typecheck clean image
+.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll bench-replicas lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -79,6 +79,11 @@ bench-soak: install system-deps
 POLL_MVS ?= 20
 bench-poll: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_poll --mvs $(POLL_MVS) --out bench-results/poll.json
+
+# Refresh attempts and storage commit conflicts per commit with several daemon replicas.
+REPLICAS ?= 3
+bench-replicas: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_replicas --replicas $(REPLICAS) --out bench-results/replicas.json
 
 # Pure-logic tests only: no Spark, no database.
 test-fast: install
