@@ -25,6 +25,8 @@ PARTITIONS = 3
 class Replica:
     def __init__(self, partitions: list[int], group: str = "icemv") -> None:
         self.metrics = Metrics()
+        self.known = set(READERS)
+        self.rebuilds = 0
         self.requests: list[tuple[Identifier, str]] = []
         self.forwarded: list[tuple[dict[int, tuple[Identifier, ...]], str]] = []
         self.ownership = Ownership("commits")
@@ -36,11 +38,15 @@ class Replica:
             self.metrics,
             lambda _table: True,
             self.request,
-            lambda: None,
+            self.rebuild,
             ownership=self.ownership,
             forward=self.forward,
             group=group,
+            is_mv=lambda mv: mv in self.known,
         )
+
+    def rebuild(self) -> None:
+        self.rebuilds += 1
 
     def readers_of(self, table: Identifier) -> frozenset[Identifier]:
         return READERS if table == TABLE else frozenset()
@@ -119,6 +125,15 @@ def test_requests_of_another_group_or_catalog_are_left_alone() -> None:
     assert replica.count("other-group") == 1 and replica.count("other-catalog") == 1
     assert len(replica.router.handle(request_record([mv], 0))) == 1
     assert replica.requests == [(mv, "event")] and replica.count("requested") == 1
+
+
+def test_a_request_for_an_mv_the_index_lacks_rebuilds_it_and_skips_what_is_gone() -> None:
+    replica = Replica([0])
+    known, dropped = sorted(READERS)[0], Identifier(("n",), "dropped")
+    futures = replica.router.handle(request_record([known, dropped], 0))
+    assert replica.rebuilds == 1 and replica.requests == [(known, "event")] and len(futures) == 1
+    assert replica.router.handle(request_record([dropped], 0)) == []
+    assert replica.count("unknown-mv") == 1 and replica.rebuilds == 2
 
 
 def test_a_malformed_request_is_a_bad_event() -> None:

@@ -92,6 +92,7 @@ class Daemon:
             ownership=self.ownership,
             forward=self.forwarder.forward if self.forwarder else None,
             group=kafka.group_id,
+            is_mv=lambda mv: mv in self.index.snapshot.mvs,
         )
         self.consumer: EventConsumer | None = None
         if config.kafka.enabled:

@@ -58,8 +58,11 @@ class EventRouter:
         ownership: Ownership | None = None,
         forward: Forward | None = None,
         group: str | None = None,
+        is_mv: Callable[[Identifier], bool] | None = None,
     ) -> None:
-        """Without `ownership` (or `forward`) this replica refreshes every reader itself."""
+        """Without `ownership` (or `forward`) this replica refreshes every reader itself;
+        `is_mv(name)` says whether the index holds that MV (requests for others, a dropped
+        MV say, are not refreshed: a refresh of nothing would retry forever)."""
         self._catalog_name = catalog_name
         # (catalog, warehouse) of an event -> skip reason; default: the catalog name only.
         self._scope = scope
@@ -72,6 +75,7 @@ class EventRouter:
         self._ownership = ownership
         self._forward = forward
         self._group = group
+        self._is_mv = is_mv
 
     def handle(self, record: KafkaRecord) -> Sequence[Future[RefreshResult]]:
         """The refreshes `record` asks for; raises `BadEventError` for a record that is bad."""
@@ -146,5 +150,9 @@ class EventRouter:
             mvs = [Identifier(namespace, name) for namespace, name in hint.mvs]
         except InvalidIdentifierError as exc:
             raise BadEventError("bad-identifier", str(exc)) from None
-        self._metrics.record_event(hint.format, "requested")
+        is_mv = self._is_mv
+        if is_mv is not None and not all(is_mv(mv) for mv in mvs):
+            self._on_view_change()  # created after this replica's index was built?
+            mvs = [mv for mv in mvs if is_mv(mv)]
+        self._metrics.record_event(hint.format, "requested" if mvs else "unknown-mv")
         return [self._request(mv, hint.reason) for mv in mvs]
