@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll bench-fleet lint format typecheck clean image
+.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -88,6 +88,11 @@ FLEET_COMMITS ?= 3
 FLEET_MODES ?= poll,kafka
 bench-fleet: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_fleet --rows $(FLEET_ROWS) --mvs $(FLEET_MVS) --commits $(FLEET_COMMITS) --modes $(FLEET_MODES) --out bench-results/fleet.json
+
+# Refresh attempts and storage commit conflicts per commit with several daemon replicas.
+REPLICAS ?= 3
+bench-replicas: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_replicas --replicas $(REPLICAS) --out bench-results/replicas.json
 
 # Pure-logic tests only: no Spark, no database.
 test-fast: install

@@ -22,6 +22,7 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import refresh_history
 from icemv.mv.lifecycle import create_mv
+from icemv.service.ownership import owner_partition
 from tests.support.daemon import (
     LogLines,
     RunningDaemon,
@@ -283,3 +284,78 @@ def test_emit_publishes_the_tables_current_snapshot(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert missing.returncode == 2 and "nope" in missing.stderr
+
+
+def test_a_killed_replicas_mvs_move_to_the_survivor(
+    lakehouse: Lakehouse,
+    namespace: str,
+    test_config: Config,
+    kafka_broker: TansuBroker,
+    run_process: Any,
+) -> None:
+    """SIGKILL: no leaving the group; the coordinator moves its partitions after the session
+    timeout, and the survivor refreshes every MV, each once per commit."""
+    topic = f"commits-{uuid.uuid4().hex[:8]}"
+    kafka_broker.create_topic(topic, partitions=2)
+    table = create_trips(lakehouse, namespace, rows=[(1, "a", 1.0, None)])
+    mvs = []
+    for i in range(4):  # names that put two MVs on each partition
+        k = 0
+        while owner_partition(Identifier((namespace,), f"agg_{i}_{k}"), 2) != i % 2:
+            k += 1
+        mvs.append(Identifier((namespace,), f"agg_{i}_{k}"))
+    for mv in mvs:
+        create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    kafka = kafka_settings(kafka_broker, topic)
+    config = base_config(test_config)
+    config["kafka"] = kafka
+    config["polling"] = {"interval_seconds": 600}
+    config["refresh"] = {"coalesce_seconds": 0.2}
+    process, logs, _ = run_process(config)
+    local = daemon_config(
+        test_config,
+        kafka=kafka,
+        polling={"interval_seconds": 600},
+        refresh={"coalesce_seconds": 0.2},
+    )
+    with RunningDaemon(local) as daemon:
+
+        def split() -> bool:
+            remote = [line for line in logs.lines if line.get("event") == "ownership_changed"]
+            mine = daemon.ownership.split(mvs).mine
+            return bool(remote) and len(remote[-1]["partitions"]) == 1 and len(mine) == 2
+
+        wait_for(split, 120, "the two replicas to hold a partition each")
+        for mv in mvs:
+            wait_for(lambda mv=mv: is_fresh(lakehouse, mv), 120, f"startup refresh of {mv}")
+        process.kill()
+        process.wait(30)
+        wait_for(lambda: all(daemon.ownership.owns(mv) for mv in mvs), 60, "the take-over")
+        wait_for(lambda: not daemon.scheduler.pending(), 60, "the survivor idle")
+        before = {
+            mv: daemon.metrics.registry.get_sample_value(
+                "icemv_refresh_attempts_total", {"mv": mv.dotted}
+            )
+            or 0.0
+            for mv in mvs
+        }
+        snapshot = append_trips(lakehouse, namespace, [(5, "b", 2.0, None)])
+        producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, enable_idempotence=False)
+        try:
+            key, value = IcemvCommitEvent(
+                [namespace], "trips", table_uuid=str(table.metadata.table_uuid),
+                snapshot_id=snapshot,
+            ).encode()  # fmt: skip
+            producer.send(topic, key=key, value=value).get(timeout=30)
+        finally:
+            producer.close()
+        for mv in mvs:
+            wait_for(lambda mv=mv: is_fresh(lakehouse, mv), 120, f"{mv} after the kill")
+        wait_for(lambda: not daemon.scheduler.pending(), 60, "the survivor idle again")
+        for mv in mvs:
+            after = daemon.metrics.registry.get_sample_value(
+                "icemv_refresh_attempts_total", {"mv": mv.dotted}
+            )
+            assert after == before[mv] + 1, f"{mv}: {before[mv]} -> {after}"
+    for mv in mvs:
+        assert_matches_oracle(lakehouse, mv)

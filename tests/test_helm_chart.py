@@ -764,8 +764,18 @@ def test_broken_values_stop_the_install(chart: Any, values: dict[str, Any], mess
 
 
 def test_scaling_out_with_a_shared_catalog_is_allowed(chart: Any) -> None:
-    values = {"replicaCount": 3, "config": {"catalog": {"uri": "postgresql://pg:5432/ice"}}}
+    values: dict[str, Any] = {
+        "replicaCount": 3,
+        "config": {"catalog": {"uri": "postgresql://pg:5432/ice"}},
+    }
     assert render(chart, values).deployment["spec"]["replicas"] == 3
+    # Without Kafka every pod refreshes every MV; with it they split the MVs by partition.
+    assert "every pod polls and refreshes every MV" in render(chart, values).notes
+    values["config"]["kafka"] = {"bootstrap_servers": ["kafka:9092"], "topics": ["lake-commits"]}
+    notes = render(chart, values).notes
+    assert "3 pods split the MVs by the partitions of the topic lake-commits" in notes
+    assert "at least 3 partitions" in notes
+    assert "Replicas:" not in render(chart).notes
 
 
 def test_values_schema_config_matches_icemvs_config_model(chart: Any) -> None:

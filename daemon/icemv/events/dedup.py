@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from icemv.events.hints import EventHint, IgnoredEvent, TableCommitHint
+from icemv.events.hints import EventHint, IgnoredEvent, RefreshRequestHint, TableCommitHint
 
 
 class EventDeduplicator:
@@ -45,7 +45,7 @@ class EventDeduplicator:
 
 
 def _dedup_keys(hint: EventHint) -> list[tuple[object, ...]]:
-    if isinstance(hint, IgnoredEvent):
+    if isinstance(hint, IgnoredEvent | RefreshRequestHint):  # requests merge in the scheduler
         return []
     keys: list[tuple[object, ...]] = []
     if hint.event_id is not None:

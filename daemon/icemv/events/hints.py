@@ -51,4 +51,16 @@ class IgnoredEvent:
     event_type: str | None = None
 
 
-EventHint = TableCommitHint | ViewChangeHint | IgnoredEvent
+@dataclass(frozen=True)
+class RefreshRequestHint:
+    """Another replica of the consumer group `group` asks for these MVs to be refreshed: the
+    partition the request came in on is this replica's (service/ownership.py)."""
+
+    mvs: tuple[tuple[tuple[str, ...], str], ...]  # (namespace, name) of each MV
+    group: str
+    reason: str
+    format: str
+    catalog: str | None = None
+
+
+EventHint = TableCommitHint | ViewChangeHint | RefreshRequestHint | IgnoredEvent

@@ -16,7 +16,7 @@ import errno
 import socket
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -48,6 +48,8 @@ _UNREACHABLE = frozenset(
 )
 
 RecordHandler = Callable[[Any], Sequence[Future[Any]]]
+# The partitions this member holds now, as (topic, partition), and each topic's count.
+AssignmentListener = Callable[[Sequence[tuple[str, int]], Mapping[str, int]], None]
 
 
 def retryable(error: BaseException) -> bool:
@@ -89,13 +91,16 @@ class EventConsumer:
         on_lag: Callable[[str, int, int], None] | None = None,
         on_connected: Callable[[bool], None] | None = None,
         on_rejected: Callable[[str, bool], None] | None = None,
+        on_assigned: AssignmentListener | None = None,
     ) -> None:
-        """`on_rejected(reason, dead_lettered)` is called once per poison record."""
+        """`on_rejected(reason, dead_lettered)` is called once per poison record;
+        `on_assigned` after every rebalance, and with nothing when the member leaves."""
         self._config = config
         self._handle = handle
         self._on_lag = on_lag
         self._on_connected = on_connected
         self._on_rejected = on_rejected
+        self._on_assigned = on_assigned
         self._tracker = OffsetTracker()
         self._dead_letters = (
             DeadLetterPublisher(config, config.dead_letter_topic)
@@ -143,6 +148,7 @@ class EventConsumer:
         tracker = self._tracker
         backoff = self._backoff
         consumer_ref: list[Any] = []
+        announce = self._announce
 
         class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
             def on_partitions_revoked(self, revoked: Any) -> None:
@@ -151,12 +157,14 @@ class EventConsumer:
                 tracker.forget(list(revoked))
                 for partition in revoked:
                     backoff.pop(partition, None)
+                announce(None, ())
 
             def on_partitions_assigned(self, assigned: Any) -> None:
                 log.info(
                     "kafka_partitions_assigned",
                     partitions=[f"{p.topic}:{p.partition}" for p in assigned],
                 )
+                announce(consumer_ref[0] if consumer_ref else None, assigned)
 
         consumer = KafkaConsumer(
             group_id=self._config.group_id,
@@ -184,7 +192,20 @@ class EventConsumer:
         finally:
             _commit(consumer, tracker.advance())
             consumer.close(autocommit=False)
+            self._announce(None, ())  # out of the group: its partitions go to others
             self._set_connected(False)
+
+    def _announce(self, consumer: Any, assigned: Any) -> None:
+        if self._on_assigned is None:
+            return
+        counts: dict[str, int] = {}
+        for topic in {p.topic for p in assigned}:
+            partitions = consumer.partitions_for_topic(topic) if consumer is not None else None
+            counts[topic] = len(partitions or ())
+        try:
+            self._on_assigned([(p.topic, p.partition) for p in assigned], counts)
+        except Exception:  # a listener's bug must not break the rebalance
+            log.exception("kafka_assignment_listener_failed")
 
     def _take(self, consumer: Any, partition: Any, records: Sequence[KafkaRecord]) -> None:
         """Hand a partition's records over in order; stop at one that must be retried."""

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -29,8 +30,10 @@ from icemv.mv.lifecycle import apply_declared
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from icemv.service.consumer import EventConsumer
+from icemv.service.forwarding import RefreshForwarder
 from icemv.service.http import HttpServer, RefreshRequestOutcome
 from icemv.service.metrics import Metrics
+from icemv.service.ownership import Ownership
 from icemv.service.poller import Reconciler
 from icemv.service.router import EventRouter
 from icemv.service.scheduler import RefreshScheduler
@@ -51,12 +54,22 @@ class Daemon:
         self.lakehouse = lakehouse or Lakehouse(config)
         self.metrics = Metrics()
         self.index = SourceIndex(self.lakehouse)
+        # Replicas in one consumer group split the MVs by the first topic's partitions.
+        kafka = config.kafka
+        self.ownership = (
+            Ownership(kafka.topics[0], fallback_seconds=kafka.session_timeout_ms / 1000)
+            if kafka.enabled
+            else Ownership.everything()
+        )
+        self.forwarder = (
+            RefreshForwarder(kafka, kafka.topics[0], config.catalog.name) if kafka.enabled else None
+        )
         self.scheduler = RefreshScheduler(
             self._refresh,
             config.refresh,
             on_result=self._on_result,
             on_failure=self._on_failure,
-            dependents=self.index.dependents_of,
+            dependents=self._owned_dependents,
         )
         self.reconciler = Reconciler(
             self.lakehouse,
@@ -65,6 +78,8 @@ class Daemon:
             self.request,
             config.polling.interval_seconds,
             config.maintenance,
+            owns=self.ownership.owns,
+            busy=self.scheduler.pending,
         )
         self.router = EventRouter(
             config.catalog.name,
@@ -74,6 +89,10 @@ class Daemon:
             self.request,
             self._definitions_changed,
             scope=event_scope(config, self.lakehouse.backend),
+            ownership=self.ownership,
+            forward=self.forwarder.forward if self.forwarder else None,
+            group=kafka.group_id,
+            is_mv=lambda mv: mv in self.index.snapshot.mvs,
         )
         self.consumer: EventConsumer | None = None
         if config.kafka.enabled:
@@ -81,8 +100,9 @@ class Daemon:
                 config.kafka,
                 self.router.handle,
                 on_lag=self.metrics.set_lag,
-                on_connected=self.metrics.set_kafka_connected,
+                on_connected=self._kafka_connected,
                 on_rejected=self.metrics.record_rejected_event,
+                on_assigned=self._assigned,
             )
         self.http = HttpServer(
             config.metrics.host,
@@ -139,6 +159,8 @@ class Daemon:
         finished = self.scheduler.stop(grace)
         if self.consumer is not None:
             self.consumer.stop(timeout=grace)
+        if self.forwarder is not None:
+            self.forwarder.close()
         self.http.stop()
         log.info("daemon_stopped", refreshes_finished=finished)
         self.refreshes_finished = finished
@@ -154,7 +176,36 @@ class Daemon:
     def request(self, mv: Identifier, reason: str) -> Future[RefreshResult]:
         return self.scheduler.request(mv, reason)
 
+    # ---- ownership ----------------------------------------------------------------------
+
+    def _assigned(self, partitions: Sequence[tuple[str, int]], counts: Mapping[str, int]) -> None:
+        """A rebalance (or leaving the group): take the new share and poll what it holds."""
+        topic = self.ownership.topic
+        if not partitions:
+            self.ownership.revoke()
+            return
+        mine = sorted(p for t, p in partitions if t == topic)
+        self.ownership.assign(mine, counts.get(topic or "", 0))
+        log.info("ownership_changed", topic=topic, partitions=mine, count=counts.get(topic or ""))
+        self.reconciler.poll_soon()
+
+    def _kafka_connected(self, connected: bool) -> None:
+        self.metrics.set_kafka_connected(connected)
+        self.ownership.connected(connected)
+
+    def _owned_dependents(self, mv: Identifier) -> Iterable[Identifier]:
+        """MVs reading `mv` that this replica refreshes; the others' owners are asked to."""
+        split = self.ownership.split(sorted(self.index.dependents_of(mv)))
+        if split.elsewhere and self.forwarder is not None:
+            try:
+                self.forwarder.forward(split.elsewhere, "upstream-refreshed")
+                self.metrics.record_forwarded(sum(len(m) for m in split.elsewhere.values()))
+            except Exception as exc:  # noqa: BLE001 (their owners' polls find them stale)
+                log.warning("refresh_forward_failed", mv=mv.dotted, error=str(exc))
+        return split.mine
+
     def _refresh(self, mv: Identifier) -> RefreshResult:
+        self.metrics.record_attempt(mv.dotted)
         spark = self.lakehouse.spark
         # Scheduler threads have no JVM-side active session of their own.
         activate(spark)

@@ -40,6 +40,9 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_kafka_connected",
     "icemv_poll_overruns_total",
     "icemv_catalog_loads_total",
+    "icemv_refresh_attempts_total",
+    "icemv_owned_mvs",
+    "icemv_refresh_requests_forwarded_total",
 )
 
 STATES: tuple[State, ...] = ("fresh", "stale", "invalid")
@@ -173,6 +176,23 @@ class Metrics:
             ["object", "result"],
             registry=r,
         )
+        self.attempts = Counter(
+            "icemv_refresh_attempts",
+            "Refreshes this replica started (each may re-plan after commit conflicts, counted "
+            'in icemv_refreshes_total{outcome="conflict"}).',
+            ["mv"],
+            registry=r,
+        )
+        self.owned_mvs = Gauge(
+            "icemv_owned_mvs",
+            "MVs this replica owns: polls, schedules and commit events refresh them here.",
+            registry=r,
+        )
+        self.forwarded = Counter(
+            "icemv_refresh_requests_forwarded",
+            "MVs whose refresh was requested from the replica owning them (one per MV).",
+            registry=r,
+        )
         self.up.set(1)
         self.build_info.labels(version or _package_version()).set(1)
 
@@ -197,6 +217,15 @@ class Metrics:
         for latency in commit_latencies_seconds:
             self.commit_to_fresh.labels(mv).observe(max(0.0, latency))
 
+    def record_attempt(self, mv: str) -> None:
+        self.attempts.labels(mv).inc()
+
+    def set_owned_mvs(self, count: int) -> None:
+        self.owned_mvs.set(count)
+
+    def record_forwarded(self, mvs: int) -> None:
+        self.forwarded.inc(mvs)
+
     def record_refresh_failure(self, mv: str, mode: str, error: BaseException) -> None:
         outcome = "conflict" if isinstance(error, CONFLICT_ERRORS) else "failure"
         code = getattr(error, "reason", None)  # errors with a reason code label by it
@@ -219,14 +248,22 @@ class Metrics:
         else:
             self.max_staleness.labels(mv).set(max_staleness_seconds)
 
-    def forget_mv(self, mv: str) -> None:
-        """Drop a dropped MV's series, so it neither alerts nor lingers on dashboards."""
+    def forget_freshness(self, mv: str) -> None:
+        """Drop an MV's freshness series: another replica owns it now and publishes them."""
         for metric in (
             self.staleness,
             self.state,
             self.pending,
             self.last_refresh,
             self.max_staleness,
+        ):
+            metric.remove_by_labels({"mv": mv})
+
+    def forget_mv(self, mv: str) -> None:
+        """Drop a dropped MV's series, so it neither alerts nor lingers on dashboards."""
+        self.forget_freshness(mv)
+        for metric in (
+            self.attempts,
             self.refresh_duration,
             self.refreshes,
             self.rows,

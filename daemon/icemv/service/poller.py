@@ -18,6 +18,10 @@ are skipped (APScheduler's line saying so is not logged), each overrunning poll 
 `icemv_poll_overruns_total`, and a run of consecutive ones (an episode) is logged once, by
 its first poll, as `poll_overrun` with that poll's duration.
 
+With several replicas, each checks and schedules only the MVs it owns
+(service/ownership.py); the index it rebuilds still covers every MV, since events route
+through it. A replica that gains MVs (a rebalance) polls again at once (`poll_soon`).
+
 Storage upkeep runs here too, every `maintenance.interval_seconds`: leftover refresh
 branches, snapshot expiry and unreferenced files, with pyiceberg only, so a service that
 runs for months keeps its storage metadata (and commit times) bounded.
@@ -25,10 +29,12 @@ runs for months keeps its storage metadata (and commit times) bounded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -99,13 +105,22 @@ class Reconciler:
         request: Callable[[Identifier, str], Future[RefreshResult]],
         interval_seconds: float,
         maintenance: MaintenanceConfig | None = None,
+        owns: Callable[[Identifier], bool] | None = None,
+        busy: Callable[[], Collection[Identifier]] | None = None,
     ) -> None:
+        """`owns(mv)`: whether this replica polls and schedules `mv` (default: every MV);
+        `busy()`: MVs with a refresh queued, running or retrying, which a poll leaves alone
+        (the daemon checks an MV again as each refresh ends, so nothing is missed, and a
+        request now would only add a second attempt after the running one)."""
         self._lakehouse = lakehouse
         self._index = index
         self._metrics = metrics
         self._request = request
         self._interval = interval_seconds
         self._maintenance = maintenance
+        self._owns = owns or (lambda _mv: True)
+        self._busy = busy or frozenset
+        self._published: set[Identifier] = set()  # MVs whose freshness series we export
         self._jobs = BackgroundScheduler(daemon=True, logger=JOBS_LOGGER)
         self._mv_jobs: dict[str, str] = {}  # job id -> trigger description
         self._known: set[Identifier] = set()
@@ -142,11 +157,18 @@ class Reconciler:
         try:
             reads = self._reads.begin()
             snapshot = self._index.rebuild(reads)
-            for identifier in dependency_order(snapshot):
-                self.check(snapshot.mvs[identifier], reads)
+            owned = [mv for mv in dependency_order(snapshot) if self._owns(mv)]
+            busy = self._busy()
+            for identifier in owned:
+                if identifier not in busy:
+                    self.check(snapshot.mvs[identifier], reads)
             self._reads.finish(reads)
             for gone in self._known - set(snapshot.mvs):
                 self._metrics.forget_mv(gone.dotted)
+            for moved in self._published - set(owned):
+                self._metrics.forget_freshness(moved.dotted)
+            self._published = set(owned)
+            self._metrics.set_owned_mvs(len(owned))
             self._known = set(snapshot.mvs)
             self._sync_mv_jobs(list(snapshot.mvs.values()))
             self.polls += 1
@@ -155,6 +177,12 @@ class Reconciler:
         finally:
             if reads is not None:
                 self._metrics.record_catalog_loads(reads)
+
+    def poll_soon(self) -> None:
+        """Run the interval poll now (this replica gained MVs); skipped if one is running."""
+        # Not started (a poll follows at start) or stopping: nothing to do.
+        with contextlib.suppress(LookupError, RuntimeError):
+            self._jobs.modify_job("poll", next_run_time=datetime.now().astimezone())
 
     def scheduled_poll(self) -> None:
         """A poll on the interval, timed: an overrun is counted, and logged once per episode."""
@@ -178,13 +206,16 @@ class Reconciler:
         self._overrunning = overran
 
     def maintain(self) -> int:
-        """One upkeep pass over every MV's storage table; how many MVs it maintained."""
+        """One upkeep pass over the storage table of every MV this replica owns; how many MVs
+        it maintained."""
         config = self._maintenance
         if config is None or not config.enabled:
             return 0
         snapshot = self._index.snapshot
         done = 0
         for identifier in dependency_order(snapshot):
+            if not self._owns(identifier):
+                continue
             mv = snapshot.mvs[identifier]
             readers = [
                 snapshot.mvs[r]
@@ -235,6 +266,8 @@ class Reconciler:
     def check_by_name(self, identifier: Identifier) -> None:
         """A freshness-target check between polls: on JDBC one listing query, reusing the
         last poll's loads of what did not change."""
+        if not self._owns(identifier) or identifier in self._busy():
+            return
         reads: CatalogReads | None = None
         try:
             reads = self._reads.begin()
@@ -248,7 +281,8 @@ class Reconciler:
                 self._metrics.record_catalog_loads(reads)
 
     def _scheduled(self, identifier: Identifier) -> None:
-        self._request(identifier, "schedule")
+        if self._owns(identifier):
+            self._request(identifier, "schedule")
 
     def _sync_mv_jobs(self, mvs: list[MaterializedView]) -> None:
         wanted: dict[str, tuple[str, Any, Callable[[], None]]] = {}

@@ -1,5 +1,6 @@
 """icemv's own events: `table-commit` (what `icemv emit` and the publisher send) and
-`view-commit`. Only `namespace` and `name` are required."""
+`view-commit`, where only `namespace` and `name` are required; and `mv-refresh`, one
+replica's request to another (formats/refresh_request.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from icemv.events.fields import (
     table_name,
     table_namespace,
 )
+from icemv.events.formats.refresh_request import REFRESH_REQUEST, parse_refresh_request
 from icemv.events.hints import ICEMV, EventHint, TableCommitHint, ViewChangeHint
 
 TABLE_COMMIT, VIEW_COMMIT = "table-commit", "view-commit"
@@ -77,8 +79,12 @@ def parse_icemv(event: Mapping[str, object]) -> list[EventHint]:
     if kind == VIEW_COMMIT:
         namespace, name = optional_identifier(event, "namespace", "name")
         return [ViewChangeHint(namespace, name, ICEMV)]
+    if kind == REFRESH_REQUEST:
+        return [parse_refresh_request(event)]
     if kind != TABLE_COMMIT:
-        raise BadEventError("unknown-type", "icemv type is not table-commit or view-commit")
+        raise BadEventError(
+            "unknown-type", "icemv type is not table-commit, view-commit or mv-refresh"
+        )
     name = table_name(event.get("name"), "name")  # first: a missing name says the most
     return [
         TableCommitHint(
