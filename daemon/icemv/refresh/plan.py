@@ -33,6 +33,7 @@ from icemv.sql.analysis import (
     NotMaintainable,
     analyse,
 )
+from icemv.sql.columns import ChangeRead, change_read
 from icemv.sql.parse import parse_query
 from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
 from icemv.sql.state import StateColumn, state_query
@@ -135,6 +136,12 @@ class IncrementalPlan:
     @property
     def insert_only(self) -> bool:
         return not self.keyed and all(c.kind == "append-only" for c in self.moved.values())
+
+    def change_read(self, source: Identifier) -> ChangeRead:
+        """The columns and rows of `source` the delta needs (sql/columns.py)."""
+        table = self.base.reads.load_table(source)
+        columns = tuple(f.name for f in table.schema().fields)
+        return change_read(self.analysis.query, source, columns, self.analysis.keyed is not None)
 
 
 def plan_incremental(
