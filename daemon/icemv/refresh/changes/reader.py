@@ -145,7 +145,7 @@ class ChangeReader:
             parts.append(old_rows.exceptAll(new_rows).withColumn(WEIGHT, lit(-1)))
         rows = _union(parts)
         if touched.removed and touched.added:
-            return _cancelled(rows)
+            return cancel_moved(rows)
         return rows
 
     def _appended(self, name: str, change: SourceChange) -> DataFrame:
@@ -319,32 +319,42 @@ def _shaped(rows: DataFrame, read: ChangeRead, extra: tuple[str, ...] = ()) -> D
     return rows.select(*_columns((*kept, *extra)))
 
 
-def _groupable(data_type: DataType) -> bool:
-    """Whether grouping keeps values apart exactly as the view would: not maps (Spark cannot
-    group them) nor floating point (grouping makes -0.0 and 0.0, and all NaNs, one)."""
+def _exact_key(data_type: DataType) -> bool:
+    """Whether grouping on the value keeps apart what the view keeps apart: not for maps
+    (Spark cannot group them) nor floating point (grouping makes -0.0 and 0.0 one)."""
     from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
 
     if isinstance(data_type, MapType | FloatType | DoubleType):
         return False
     if isinstance(data_type, ArrayType):
-        return _groupable(data_type.elementType)
+        return _exact_key(data_type.elementType)
     if isinstance(data_type, StructType):
-        return all(_groupable(f.dataType) for f in data_type.fields)
+        return all(_exact_key(f.dataType) for f in data_type.fields)
     return True
 
 
-def _cancelled(rows: DataFrame) -> DataFrame:
+def cancel_moved(rows: DataFrame) -> DataFrame:
     """Rows summed by weight over all their columns, zero sums dropped: a rewrite's moved
-    rows cancel here, on the projected columns (NULLs group together, duplicates add up)."""
-    from pyspark.sql.functions import col
+    rows cancel here, on the projected columns (NULLs group together, duplicates add up).
+
+    A column grouping would blur (floating point, maps) is grouped by its text, which
+    tells -0.0 from 0.0 and NaN from NaN alike as the view does, and carried as is.
+    """
+    from pyspark.sql.functions import col, first
     from pyspark.sql.functions import sum as sum_
 
-    values = [f for f in rows.schema.fields if f.name != WEIGHT]
-    if not all(_groupable(f.dataType) for f in values):
-        return rows
+    keys: list[Column] = []
+    carried: list[Column] = []
+    for index, value in enumerate(f for f in rows.schema.fields if f.name != WEIGHT):
+        column = col(quote_part(value.name))
+        if _exact_key(value.dataType):
+            keys.append(column)
+        else:
+            keys.append(column.cast("string").alias(f"__icemv_g{index}"))
+            carried.append(first(column).alias(value.name))
     weight = col(quote_part(WEIGHT))
     net = sum_(weight).cast("int").alias(WEIGHT)
-    summed = rows.groupBy(*_columns(f.name for f in values)).agg(net)
+    summed = rows.groupBy(*keys).agg(*carried, net)
     return summed.where(weight != 0).select(*_columns(rows.columns))
 
 
