@@ -6,7 +6,7 @@ import pytest
 from sqlglot import exp
 
 from icemv.sql.analysis import analyse
-from icemv.sql.columns import ALL, change_read, columns_used
+from icemv.sql.columns import ALL, change_read, columns_used, nets_at_once
 from tests.unit.sources import Sources, ident
 
 SOURCES = Sources(
@@ -110,3 +110,25 @@ def test_nondeterministic_and_subquery_conjuncts_stay() -> None:
     assert isinstance(query, exp.Query)
     read = change_read(query, ident("nyc.trips"), ("id", "vendor", "fare", "day"), keyed=False)
     assert read.filter_sql() == "vendor = 'a'"
+
+
+@pytest.mark.parametrize(
+    ("sql", "recomputes", "nets"),
+    [
+        ("SELECT vendor, count(*) AS n FROM trips GROUP BY vendor", False, True),
+        ("SELECT vendor, max(fare) AS hi FROM trips GROUP BY vendor", True, False),
+        ("SELECT id, fare FROM trips WHERE fare > 1", False, True),
+        ("SELECT t.id FROM trips t JOIN zones z ON t.id = z.id", False, False),
+        (
+            "SELECT id, row_number() OVER (PARTITION BY vendor ORDER BY id) AS r FROM trips",
+            False,
+            False,
+        ),
+    ],
+)
+def test_moved_rows_cancel_unless_the_delta_query_nets_them_first(
+    sql: str, recomputes: bool, nets: bool
+) -> None:
+    analysis = analyse(SOURCES, sql, ("nyc",))
+    assert analysis.maintainable, analysis
+    assert nets_at_once(analysis.query, analysis.keyed is not None, recomputes) is nets

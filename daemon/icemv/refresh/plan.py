@@ -11,7 +11,7 @@ weighs the change read's estimated rows against a full recompute's (refresh/cost
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from pyiceberg.table import Table
@@ -36,7 +36,7 @@ from icemv.sql.analysis import (
     NotMaintainable,
     analyse,
 )
-from icemv.sql.columns import ChangeRead, change_read
+from icemv.sql.columns import ChangeRead, change_read, nets_at_once
 from icemv.sql.parse import parse_query
 from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
 from icemv.sql.state import StateColumn, state_query
@@ -144,7 +144,13 @@ class IncrementalPlan:
         """The columns and rows of `source` the delta needs (sql/columns.py)."""
         table = self.base.reads.load_table(source)
         columns = tuple(f.name for f in table.schema().fields)
-        return change_read(self.analysis.query, source, columns, self.analysis.keyed is not None)
+        analysis, keyed = self.analysis, self.analysis.keyed is not None
+        read = change_read(analysis.query, source, columns, keyed)
+        recomputes = isinstance(analysis, AggregateAnalysis) and (
+            analysis.aggregate_strategy(self.with_deletes, stateful=bool(self.base.state_columns))
+            == "recompute-groups"
+        )
+        return replace(read, cancel=not nets_at_once(analysis.query, keyed, recomputes))
 
 
 def estimate_cost(base: RefreshPlan, moved: Mapping[Identifier, SourceChange]) -> CostEstimate:

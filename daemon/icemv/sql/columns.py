@@ -119,12 +119,22 @@ class ChangeRead:
 
     columns: tuple[str, ...] | None  # in table order; None: all
     filter: exp.Expr | None  # over the source's unqualified columns
+    # Cancel a rewrite's moved rows before the delta query (refresh/changes/reader.py);
+    # off where the delta query nets them as early anyway.
+    cancel: bool = True
 
     def filter_sql(self) -> str | None:
         return None if self.filter is None else self.filter.sql(dialect="spark")
 
 
 ALL = ChangeRead(None, None)
+
+
+def nets_at_once(query: exp.Query, keyed: bool, recomputes_groups: bool) -> bool:
+    """Whether the delta query itself sums a change's rows by weight before anything else
+    (one table occurrence, no key class: the rows patch nets row images, the aggregate
+    patch merges sums), unless it recomputes the groups the rows touch."""
+    return not keyed and not recomputes_groups and len(list(query.find_all(exp.Table))) == 1
 
 
 def change_read(

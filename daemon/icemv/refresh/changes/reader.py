@@ -16,7 +16,9 @@ Every read takes only what the view needs (`ChangeRead`, sql/columns.py): the co
 the query uses from the source and the WHERE conjuncts about it alone. When the range both
 removed and added data files (a copy-on-write rewrite), the projected rows are summed by
 weight and the zero sums dropped before the delta query sees them, so a rewritten file's
-unchanged rows never reach a join or an aggregate.
+unchanged rows never reach a join or an aggregate; not where the delta query would net
+them first thing anyway (`ChangeRead.cancel`: one table, no affected keys, no recomputed
+groups), which saves a shuffle.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ class ChangeReader:
             new_rows = self._read(table, name, change.new_snapshot_id, hit, read)
             parts.append(old_rows.exceptAll(new_rows).withColumn(WEIGHT, lit(-1)))
         rows = _union(parts)
-        if touched.removed and touched.added:
+        if read.cancel and touched.removed and touched.added:
             return cancel_moved(rows)
         return rows
 
