@@ -161,8 +161,9 @@ class PollingConfig(_Section):
 class RefreshConfig(_Section):
     # Policy `auto` recomputes fully when the change read's estimated rows (from the
     # manifests: touched files at the old and new snapshots), times this factor, exceed the
-    # rows a full recompute scans (all sources). Above 1: an incremental row costs more than
-    # a full scan's (weights, delta query); measured ~1.5 on a 2-core box (README).
+    # rows a full recompute scans (all sources). It prices a change-read row in full-scan
+    # rows: measured at most ~1 at the margin (1M rows, busy 2-core box, README); 1.5
+    # leaves room. The per-refresh overhead of the Spark delta path is not in the estimate.
     auto_cost_factor: float = Field(default=1.5, gt=0)
     # Deprecated and ignored (kept so older configs load): the changed-records share it
     # bounded counted a copy-on-write file rewrite as changed; use auto_cost_factor.
