@@ -195,8 +195,9 @@ def run_scale(
             }
             results.append(row)
             print(
-                f"  {shape:15} {label:21} incremental {incremental_s:7.2f} s "
-                f"({incremental.mode})  full {full_s:7.2f} s  x{row['speedup']}  "
+                f"  {shape:15} {label:21} {policy} {incremental_s:7.2f} s "
+                f"({incremental.mode}, {incremental.reason})  full {full_s:7.2f} s  "
+                f"x{row['speedup']}  "
                 f"phases {_phases(incremental.phase_seconds)}",
                 flush=True,
             )
