@@ -47,9 +47,9 @@ def _has_star(scope: Scope) -> bool:
 def columns_used(query: exp.Query, source: Identifier) -> frozenset[str] | None:
     """Columns of `source` that `query` reads, in any occurrence; None: unsure (read all).
 
-    Unsure: a star left after qualification, a column without its table, a table name
-    that no scope defines (generators), an occurrence tagged with a key column we must keep
-    is covered by `change_columns`.
+    Unsure: a star left after qualification (COUNT(*) aside), a column without its table,
+    a table name that no scope defines (a generator's alias). A keyed query's key columns
+    are added by `change_read`.
     """
     used: set[str] = set()
     for scope in traverse_scope(query):
