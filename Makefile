@@ -59,10 +59,12 @@ CHAOS_KILLS ?= 50
 chaos: install system-deps
 	ICEMV_KILL_LOOP_KILLS=$(CHAOS_KILLS) $(BIN)/pytest -q -s tests/test_kill_loop.py
 
-# Incremental vs full refresh; BENCH_ROWS sets the base-table sizes.
+# Incremental vs full refresh; BENCH_ROWS sets the base-table sizes, BENCH_ARGS adds options
+# (e.g. --write-mode copy-on-write --policy auto --shapes filter,aggregate).
 BENCH_ROWS ?= 1000000,10000000,50000000
+BENCH_ARGS ?=
 bench: install system-deps
-	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) --out bench-results/refresh.json
+	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) $(BENCH_ARGS) --out bench-results/refresh.json
 
 # Commit-to-fresh latency, Kafka vs poll-only, and the event path alone.
 LATENCY_ROWS ?= 10000000

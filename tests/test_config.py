@@ -100,3 +100,12 @@ def test_non_utf8_file_is_a_config_error(tmp_path: Path) -> None:
     path.write_bytes(b"home: caf\xe9\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(path, {})
+
+
+def test_auto_full_ratio_is_deprecated_for_the_cost_factor() -> None:
+    assert parse_config({}).refresh.auto_cost_factor == 1.5
+    with pytest.warns(FutureWarning, match="auto_full_ratio is deprecated"):
+        config = parse_config({"refresh": {"auto_full_ratio": 0.5}})
+    assert config.refresh.auto_full_ratio == 0.5  # still loads, but nothing reads it
+    with pytest.raises(ConfigError, match="auto_cost_factor"):
+        parse_config({"refresh": {"auto_cost_factor": 0}})

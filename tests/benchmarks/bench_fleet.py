@@ -88,7 +88,7 @@ class Fleet:
         ensure_namespace(lakehouse.catalog, (self.namespace,))
         self.base = Identifier((self.namespace,), "base")
         started = time.time()
-        _write_rows(lakehouse, lakehouse.quoted(self.base), 0, rows, create=True)
+        _write_rows(lakehouse, lakehouse.quoted(self.base), 0, rows, "merge-on-read")
         write_zones(lakehouse, lakehouse.quoted(Identifier((self.namespace,), "zones")))
         print(f"source: {rows:,} rows in {time.time() - started:.1f} s", flush=True)
         self.next_id = rows

@@ -1,12 +1,19 @@
 """Incremental vs full refresh, side by side in one run: `make bench`.
 
-For each base size: one merge-on-read base table written in id order (so a delete or
-update of an id range touches few files), MVs of several shapes (filter, GROUP BY
-aggregates, inner and left join + aggregate, a ROW_NUMBER() = 1 dedup), then per delta:
-apply it, refresh every MV incrementally (timed), then recompute every MV fully (timed).
+For each base size: one base table (`--write-mode`: merge-on-read position deletes, the
+default, or copy-on-write file rewrites) written in id order (so a delete or update of an
+id range touches few files; the scattered delete hits one row in a thousand, every file),
+MVs of several shapes (filter, GROUP BY aggregates, inner and left join + aggregate, a
+ROW_NUMBER() = 1 dedup), then per delta: apply it, refresh every MV (timed; incrementally
+unless `--policy auto` chooses otherwise), then recompute every MV fully (timed).
 Prints a table and writes JSON.
 
     python -m tests.benchmarks.bench_refresh --rows 1000000,10000000 --out bench.json
+    python -m tests.benchmarks.bench_refresh --rows 1000000 --write-mode copy-on-write \
+        --policy auto --deltas "delete 0.1%,scattered delete 0.1%"
+
+`--policy auto` refreshes as the daemon does by default: the cost estimate may choose a
+full recompute (mode and reason are printed).
 
 `BENCH_CATALOG=rest` runs the same on a REST catalog: the tests' REST server (Iceberg's
 CatalogHandlers over a JdbcCatalog on a fresh PostgreSQL database of ICEMV_TEST_POSTGRES).
@@ -67,6 +74,7 @@ DELTAS = [
     ("append 1%", "append", 0.01),
     ("append 10%", "append", 0.1),
     ("delete 0.1%", "delete", 0.001),
+    ("scattered delete 0.1%", "scattered", 0.001),
     ("update 0.1%", "update", 0.001),
 ]
 ROW_EXPR = [
@@ -93,17 +101,19 @@ def _lakehouse(catalog: dict[str, str], workdir: Path) -> Lakehouse:
     return Lakehouse(config)
 
 
-def _write_rows(lakehouse: Lakehouse, table: str, start: int, count: int, create: bool) -> None:
+def _write_rows(
+    lakehouse: Lakehouse, table: str, start: int, count: int, write_mode: str | None
+) -> None:
+    """Append rows; `write_mode` given: create the table with that delete/update mode."""
     spark = lakehouse.spark
     partitions = max(1, count // 1_000_000)
     df = spark.range(start, start + count, numPartitions=partitions).selectExpr(*ROW_EXPR)
     writer = df.writeTo(table)
-    if create:
-        writer.tableProperty("format-version", "2").tableProperty(
-            "write.delete.mode", "merge-on-read"
-        ).tableProperty("write.update.mode", "merge-on-read").tableProperty(
-            "write.merge.mode", "merge-on-read"
-        ).create()
+    if write_mode is not None:
+        writer = writer.tableProperty("format-version", "2")
+        for operation in ("delete", "update", "merge"):
+            writer = writer.tableProperty(f"write.{operation}.mode", write_mode)
+        writer.create()
     else:
         writer.append()
 
@@ -116,7 +126,12 @@ def write_zones(lakehouse: Lakehouse, zones: str) -> None:
 
 
 def run_scale(
-    lakehouse: Lakehouse, rows: int, shapes: list[str], deltas: list[str]
+    lakehouse: Lakehouse,
+    rows: int,
+    shapes: list[str],
+    deltas: list[str],
+    write_mode: str = "merge-on-read",
+    policy: str = "incremental",
 ) -> list[dict[str, Any]]:
     spark = lakehouse.spark
     namespace = f"bench_{uuid.uuid4().hex[:6]}"
@@ -124,14 +139,14 @@ def run_scale(
     base = lakehouse.quoted(Identifier((namespace,), "base"))
     zones = lakehouse.quoted(Identifier((namespace,), "zones"))
     started = time.time()
-    _write_rows(lakehouse, base, 0, rows, create=True)
+    _write_rows(lakehouse, base, 0, rows, write_mode)
     write_zones(lakehouse, zones)
     print(f"\n[{rows:,} rows] base written in {time.time() - started:.1f} s", flush=True)
     mvs = {}
     for shape in shapes:
         sql = SHAPES[shape]
         mv = Identifier((namespace,), shape.replace("+", "_"))
-        create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental"})
+        create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": policy})
         refresh_mv(lakehouse, mv)
         mvs[shape] = mv
     results = []
@@ -141,8 +156,11 @@ def run_scale(
             continue
         count = max(1, int(rows * share))
         if kind == "append":
-            _write_rows(lakehouse, base, next_id, count, create=False)
+            _write_rows(lakehouse, base, next_id, count, None)
             next_id += count
+        elif kind == "scattered":
+            spark.sql(f"DELETE FROM {base} WHERE id % 1000 = 7")
+            count = len(range(7, rows, 1000))
         else:
             low = rows // 3
             if kind == "delete":
@@ -164,6 +182,7 @@ def run_scale(
             full_s = time.time() - t0
             row = {
                 "base_rows": rows,
+                "write_mode": write_mode,
                 "shape": shape,
                 "delta": label,
                 "delta_rows": count,
@@ -181,8 +200,9 @@ def run_scale(
             }
             results.append(row)
             print(
-                f"  {shape:15} {label:13} incremental {incremental_s:7.2f} s "
-                f"({incremental.mode})  full {full_s:7.2f} s  x{row['speedup']}  "
+                f"  {shape:15} {label:21} {policy} {incremental_s:7.2f} s "
+                f"({incremental.mode}, {incremental.reason})  full {full_s:7.2f} s  "
+                f"x{row['speedup']}  "
                 f"phases {_phases(incremental.phase_seconds)}",
                 flush=True,
             )
@@ -211,14 +231,14 @@ def machine() -> dict[str, Any]:
 def print_table(results: list[dict[str, Any]]) -> None:
     print()
     header = (
-        f"{'base rows':>11} {'shape':15} {'delta':13} {'incr s':>8} {'full s':>8} "
+        f"{'base rows':>11} {'shape':15} {'delta':21} {'incr s':>8} {'full s':>8} "
         f"{'speedup':>8} {'rows read incr/full':>24}"
     )
     print_header(header)
     for r in results:
         reads = f"{r['rows_read_incremental'] or 0:,}/{r['rows_read_full'] or 0:,}"
         print(
-            f"{r['base_rows']:>11,} {r['shape']:15} {r['delta']:13} "
+            f"{r['base_rows']:>11,} {r['shape']:15} {r['delta']:21} "
             f"{r['incremental_seconds']:>8.2f} {r['full_seconds']:>8.2f} "
             f"{('x' + str(r['speedup'])):>8} {reads:>24}"
         )
@@ -255,6 +275,15 @@ def main() -> None:
     )
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated shapes")
     parser.add_argument(
+        "--write-mode", default="merge-on-read", choices=("merge-on-read", "copy-on-write")
+    )
+    parser.add_argument(
+        "--policy",
+        default="incremental",
+        choices=("incremental", "auto"),
+        help="the MVs' refresh policy (auto: the cost estimate may recompute fully)",
+    )
+    parser.add_argument(
         "--deltas", default=",".join(d[0] for d in DELTAS), help="comma-separated delta labels"
     )
     args = parser.parse_args()  # fmt: skip
@@ -276,7 +305,8 @@ def main() -> None:
         results: list[dict[str, Any]] = []
         for rows in (int(r) for r in args.rows.split(",")):
             results += [
-                {**row, "catalog": kind} for row in run_scale(lakehouse, rows, shapes, deltas)
+                {**row, "catalog": kind, "policy": args.policy}
+                for row in run_scale(lakehouse, rows, shapes, deltas, args.write_mode, args.policy)
             ]
         from icemv.engine.spark import stop_spark
 

@@ -60,14 +60,14 @@ def run(storage: str, rows: int) -> dict[str, Any]:
         ensure_namespace(lakehouse.catalog, (namespace,))
         base = lakehouse.quoted(Identifier((namespace,), "base"))
         started = time.time()
-        _write_rows(lakehouse, base, 0, rows, create=True)
+        _write_rows(lakehouse, base, 0, rows, "merge-on-read")
         write_s = time.time() - started
         mv = Identifier((namespace,), "aggregate")
         create_mv(
             lakehouse, mv, SHAPES["aggregate"], properties={"icemv.refresh-policy": "incremental"}
         )
         refresh_mv(lakehouse, mv)
-        _write_rows(lakehouse, base, rows, rows // 1000, create=False)
+        _write_rows(lakehouse, base, rows, rows // 1000, None)
         t0 = time.time()
         incremental = refresh_mv(lakehouse, mv)
         incremental_s = time.time() - t0

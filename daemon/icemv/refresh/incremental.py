@@ -108,7 +108,7 @@ def _prepare_patch(
 ) -> StoragePatch:
     delta_views = {}
     for identifier, change in plan.moved.items():
-        rows = reader.change_rows(change)
+        rows = reader.change_rows(change, plan.change_read(identifier))
         if change.changed_records <= target.driver_max_rows:
             # Small: one partition, so the delta's aggregates and joins need no shuffle.
             rows = rows.coalesce(1)

@@ -4,13 +4,14 @@
 once, `CatalogReads`): the storage snapshot to commit against, every source pinned at
 one snapshot, and the refresh-state to record. `plan_incremental` adds what an
 incremental refresh needs (analysis, per-source change classification, the size check)
-or raises FullRefreshRequiredError with the reason.
+or raises FullRefreshRequiredError with the reason; under policy `auto` the size check
+weighs the change read's estimated rows against a full recompute's (refresh/cost.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from pyiceberg.table import Table
@@ -24,6 +25,8 @@ from icemv.mv.history import RefreshRecord
 from icemv.mv.layout import StorageLayout
 from icemv.mv.model import MaterializedView
 from icemv.refresh.changes.classify import SourceChange, classify_change
+from icemv.refresh.changes.manifests import touched_files
+from icemv.refresh.cost import CostEstimate, estimate
 from icemv.spec.refresh_state import RefreshState
 from icemv.spec.summary import TOTAL_RECORDS, RefreshReason, summary_of
 from icemv.sql.analysis import (
@@ -33,6 +36,7 @@ from icemv.sql.analysis import (
     NotMaintainable,
     analyse,
 )
+from icemv.sql.columns import ChangeRead, change_read, nets_at_once
 from icemv.sql.parse import parse_query
 from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
 from icemv.sql.state import StateColumn, state_query
@@ -136,14 +140,38 @@ class IncrementalPlan:
     def insert_only(self) -> bool:
         return not self.keyed and all(c.kind == "append-only" for c in self.moved.values())
 
+    def change_read(self, source: Identifier) -> ChangeRead:
+        """The columns and rows of `source` the delta needs (sql/columns.py)."""
+        table = self.base.reads.load_table(source)
+        columns = tuple(f.name for f in table.schema().fields)
+        analysis, keyed = self.analysis, self.analysis.keyed is not None
+        read = change_read(analysis.query, source, columns, keyed)
+        recomputes = isinstance(analysis, AggregateAnalysis) and (
+            analysis.aggregate_strategy(self.with_deletes, stateful=bool(self.base.state_columns))
+            == "recompute-groups"
+        )
+        return replace(read, cancel=not nets_at_once(analysis.query, keyed, recomputes))
+
+
+def estimate_cost(base: RefreshPlan, moved: Mapping[Identifier, SourceChange]) -> CostEstimate:
+    """The change read's rows (from the moved sources' manifests) against a full scan's."""
+    appended = [c.changed_records for c in moved.values() if c.kind == "append-only"]
+    rewritten = [
+        touched_files(base.reads.load_table(i), c)
+        for i, c in moved.items()
+        if c.kind != "append-only"
+    ]
+    return estimate(appended, rewritten, base.source_records())
+
 
 def plan_incremental(
-    base: RefreshPlan, record: RefreshRecord, max_delta_ratio: float | None
+    base: RefreshPlan, record: RefreshRecord, cost_factor: float | None
 ) -> IncrementalPlan:
     """Check the recorded refresh can be carried forward, and classify every change.
 
-    `max_delta_ratio`: recompute fully when the changed records exceed this share of the
-    sources (`auto` policy); None: never for size.
+    `cost_factor`: recompute fully when the change read, its rows weighted by this factor,
+    would scan more than a full recompute (`auto` policy, refresh/cost.py); None: never
+    for size.
     """
     analysis = base.analysis
     if isinstance(analysis, NotMaintainable):
@@ -170,12 +198,10 @@ def plan_incremental(
         table = base.reads.load_table(identifier)
         changes[identifier] = classify_change(table, recorded[key], source.snapshot_id)
     moved = {i: c for i, c in changes.items() if c.kind in ("append-only", "general")}
-    if max_delta_ratio is not None and moved:
-        changed = sum(c.changed_records for c in moved.values())
-        total = sum(max(c.total_records, 1) for c in moved.values())
-        if changed > max_delta_ratio * total:
+    if cost_factor is not None and moved:
+        cost = estimate_cost(base, moved)
+        if not cost.incremental(cost_factor):
             raise FullRefreshRequiredError(
-                RefreshReason.DELTA_TOO_LARGE,
-                f"{changed} changed records against {total} in the sources",
+                RefreshReason.DELTA_TOO_LARGE, cost.describe(cost_factor)
             )
     return IncrementalPlan(base, analysis, planned_from, changes, moved)

@@ -1,7 +1,8 @@
 """The refresh entry point: decide whether and how to refresh one MV, and do it once.
 
 Policy (view property `icemv.refresh-policy`): `auto` (default) refreshes incrementally
-unless the delta is larger than `refresh.auto_full_ratio` of the sources; `incremental`
+unless the change read, its estimated rows weighted by `refresh.auto_cost_factor`, would
+scan more than a full recompute (refresh/cost.py); `incremental`
 always tries; `incremental-strict` fails rather than fall back to a full recompute (except
 for the first refresh and after a definition change, which are full by nature); `full`
 always recomputes. Every fallback carries its reason into the commit and the result.
@@ -81,9 +82,9 @@ def refresh_mv(
                     raise RefreshFailedError(f"{identifier}: incremental-strict but {reason}")
                 result = full_refresh(plan, reason, phases)
             else:
-                ratio = lakehouse.config.refresh.auto_full_ratio if policy == "auto" else None
+                factor = lakehouse.config.refresh.auto_cost_factor if policy == "auto" else None
                 try:
-                    incremental = plan_incremental(plan, freshness.last_refresh, ratio)
+                    incremental = plan_incremental(plan, freshness.last_refresh, factor)
                     result = incremental_refresh(incremental, phases)
                 except FullRefreshRequiredError as fallback:
                     if policy == "incremental-strict":

@@ -16,6 +16,7 @@ from pyiceberg.table.snapshots import (
     ADDED_POSITION_DELETES,
     ADDED_RECORDS,
     DELETED_RECORDS,
+    TOTAL_DATA_FILES,
     TOTAL_RECORDS,
     Snapshot,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "ADDED_RECORDS",
     "DELETED_RECORDS",
     "PRIVATE_BRANCH_PREFIX",
+    "TOTAL_DATA_FILES",
     "TOTAL_RECORDS",
     "RefreshMode",
     "RefreshReason",

@@ -11,13 +11,21 @@ Files are read exactly (Iceberg scan task sets, as the rewrite procedures use), 
 deletes applied. Rows that a rewrite (copy-on-write, compaction) merely moved appear once
 with each sign and cancel in the weighted delta; the cost follows the touched files, not
 the table. Deletion vectors (format v3, Puffin) fall back to diffing the hit files.
+
+Every read takes only what the view needs (`ChangeRead`, sql/columns.py): the columns
+the query uses from the source and the WHERE conjuncts about it alone. When the range both
+removed and added data files (a copy-on-write rewrite), the projected rows are summed by
+weight and the zero sums dropped before the delta query sees them, so a rewritten file's
+unchanged rows never reach a join or an aggregate; not where the delta query would net
+them first thing anyway (`ChangeRead.cancel`: one table, no affected keys, no recomputed
+groups), which saves a shuffle.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -28,11 +36,14 @@ from icemv.engine.jvm import (
     remove_scan_tasks,
     stage_scan_tasks,
 )
+from icemv.identifiers import quote_part
 from icemv.refresh.changes.classify import SourceChange
+from icemv.sql.columns import ALL, ChangeRead
 from icemv.sql.names import WEIGHT
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,16 @@ class _Touched:
     vector_hit: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class _Before:
+    """The source before the range, and how to read it for the view."""
+
+    table: Any
+    name: str
+    snapshot_id: int | None
+    read: ChangeRead
+
+
 class ChangeReader:
     """Stages scan task sets for one refresh and releases them when it ends."""
 
@@ -79,30 +100,37 @@ class ChangeReader:
             remove_scan_tasks(self._spark, table, set_id)
         self._staged.clear()
 
-    def change_rows(self, change: SourceChange) -> DataFrame:
-        """Rows inserted (+1) and deleted (-1) between the change's snapshots."""
+    def change_rows(self, change: SourceChange, read: ChangeRead = ALL) -> DataFrame:
+        """Rows inserted (+1) and deleted (-1) between the change's snapshots.
+
+        `read`: the columns to keep (and their order) and a filter on the rows; the rows
+        failing it are left out.
+        """
         from pyspark.sql.functions import lit
 
         name = change.identifier.quoted(self._catalog)
         if change.kind == "append-only":
             self.records_scanned += change.changed_records
-            return self._appended(name, change).withColumn(WEIGHT, lit(1))
+            appended = _shaped(self._appended(name, change), read)
+            return appended.withColumn(WEIGHT, lit(1))
         table = load_iceberg_table(self._spark, name)
         touched = self._touched_files(table, change)
         parts = [
-            self._read(table, name, change.new_snapshot_id, touched.added).withColumn(
+            self._read(table, name, change.new_snapshot_id, touched.added, read).withColumn(
                 WEIGHT, lit(1)
             )
         ]
         old = change.old_snapshot_id
         if touched.removed:
-            parts.append(self._read(table, name, old, touched.removed).withColumn(WEIGHT, lit(-1)))
+            removed = self._read(table, name, old, touched.removed, read)
+            parts.append(removed.withColumn(WEIGHT, lit(-1)))
         live_before = touched.removed | touched.added  # handled whole, above
+        before = _Before(table, name, old, read)
         deleted = [
             frame
             for frame in (
-                self._position_deleted(table, name, old, touched, live_before),
-                *self._equality_deleted(table, name, old, touched, live_before),
+                self._position_deleted(before, touched, live_before),
+                *self._equality_deleted(before, touched, live_before),
             )
             if frame is not None
         ]
@@ -110,13 +138,17 @@ class ChangeReader:
             rows = _union(deleted)
             if len(deleted) > 1:  # a row deleted both by position and by equality goes once
                 rows = rows.dropDuplicates(["_file", "_pos"])
-            parts.append(rows.drop("_file", "_pos").withColumn(WEIGHT, lit(-1)))
+            rows = rows.select(*_columns(parts[0].drop(WEIGHT).columns))
+            parts.append(rows.withColumn(WEIGHT, lit(-1)))
         if touched.vector_hit:
             hit = touched.vector_hit - touched.removed - touched.added
-            before = self._read(table, name, old, hit)
-            after = self._read(table, name, change.new_snapshot_id, hit)
-            parts.append(before.exceptAll(after).withColumn(WEIGHT, lit(-1)))
-        return _union(parts)
+            old_rows = self._read(table, name, old, hit, read)
+            new_rows = self._read(table, name, change.new_snapshot_id, hit, read)
+            parts.append(old_rows.exceptAll(new_rows).withColumn(WEIGHT, lit(-1)))
+        rows = _union(parts)
+        if read.cancel and touched.removed and touched.added:
+            return cancel_moved(rows)
+        return rows
 
     def _appended(self, name: str, change: SourceChange) -> DataFrame:
         """Rows of an append-only range: Iceberg's incremental read, planned in the JVM.
@@ -133,7 +165,7 @@ class ChangeReader:
         return reader.load(name)
 
     def _position_deleted(
-        self, table: Any, name: str, old: int | None, touched: _Touched, skip: set[str]
+        self, old: _Before, touched: _Touched, skip: set[str]
     ) -> DataFrame | None:
         """Old rows at the positions new position-delete files name (with _file, _pos)."""
         from pyspark.sql.functions import col
@@ -147,16 +179,14 @@ class ChangeReader:
         hit = hit - skip
         if not hit:
             return None
-        rows = self._read(table, name, old, hit).select("*", "_file", "_pos")
+        rows = self._read(old.table, old.name, old.snapshot_id, hit, old.read, ("_file", "_pos"))
         return rows.join(
             positions.hint("broadcast"),
             (col("_file") == col("file_path")) & (col("_pos") == col("pos")),
             "left_semi",
         )
 
-    def _equality_deleted(
-        self, table: Any, name: str, old: int | None, touched: _Touched, skip: set[str]
-    ) -> list[DataFrame]:
+    def _equality_deleted(self, old: _Before, touched: _Touched, skip: set[str]) -> list[DataFrame]:
         """Old rows whose equality columns match a new equality-delete row (null-safe).
 
         Candidates are the data files live before, in the delete's partition (all of them
@@ -166,14 +196,23 @@ class ChangeReader:
 
         frames = []
         for delete in touched.equality_deletes:
-            candidates = self._files_in_partition(table, old, delete) - skip
+            candidates = self._files_in_partition(old.table, old.snapshot_id, delete) - skip
             if not candidates:
                 continue
             keys = self._spark.read.format(delete.file_format).load(delete.location)
             keys = keys.select(
                 *[col(c).alias(f"__icemv_eq_{i}") for i, c in enumerate(delete.columns)]
             )
-            rows = self._read(table, name, old, candidates).select("*", "_file", "_pos")
+            kept = old.read.columns
+            missing = () if kept is None else tuple(c for c in delete.columns if c not in kept)
+            rows = self._read(
+                old.table,
+                old.name,
+                old.snapshot_id,
+                candidates,
+                old.read,
+                ("_file", "_pos", *missing),
+            )
             match = reduce(
                 lambda a, b: a & b,
                 [rows[c].eqNullSafe(keys[f"__icemv_eq_{i}"]) for i, c in enumerate(delete.columns)],
@@ -236,9 +275,18 @@ class ChangeReader:
             ]
         )
 
-    def _read(self, table: Any, name: str, snapshot_id: int | None, files: set[str]) -> DataFrame:
+    def _read(
+        self,
+        table: Any,
+        name: str,
+        snapshot_id: int | None,
+        files: set[str],
+        read: ChangeRead,
+        extra: tuple[str, ...] = (),
+    ) -> DataFrame:
+        """Rows of `files` at the snapshot, as `read` asks, with the `extra` columns."""
         if snapshot_id is None or not files:
-            return self._spark.table(name).limit(0)
+            return _shaped(self._spark.table(name), read, extra).limit(0)
         tasks = []
         iterator = table.newScan().useSnapshot(snapshot_id).planFiles().iterator()
         while iterator.hasNext():
@@ -248,9 +296,68 @@ class ChangeReader:
                 self.records_scanned += int(task.file().recordCount())
         set_id = f"icemv-{uuid.uuid4()}"
         if not stage_scan_tasks(self._spark, table, set_id, tasks):
-            return self._spark.table(name).limit(0)
+            return _shaped(self._spark.table(name), read, extra).limit(0)
         self._staged.append((table, set_id))
-        return self._spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+        rows = self._spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+        return _shaped(rows, read, extra)
+
+
+def _columns(names: Iterable[str]) -> list[Column]:
+    from pyspark.sql.functions import col
+
+    return [col(quote_part(n)) for n in names]
+
+
+def _shaped(rows: DataFrame, read: ChangeRead, extra: tuple[str, ...] = ()) -> DataFrame:
+    """`rows` filtered and projected as `read` says, with the `extra` (metadata) columns."""
+    from pyspark.sql.functions import expr
+
+    condition = read.filter_sql()
+    if condition is not None:
+        rows = rows.where(expr(condition))
+    if read.columns is None and not extra:
+        return rows
+    kept = rows.columns if read.columns is None else read.columns
+    return rows.select(*_columns((*kept, *extra)))
+
+
+def _exact_key(data_type: DataType) -> bool:
+    """Whether grouping on the value keeps apart what the view keeps apart: not for maps
+    (Spark cannot group them) nor floating point (grouping makes -0.0 and 0.0 one)."""
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
+
+    if isinstance(data_type, MapType | FloatType | DoubleType):
+        return False
+    if isinstance(data_type, ArrayType):
+        return _exact_key(data_type.elementType)
+    if isinstance(data_type, StructType):
+        return all(_exact_key(f.dataType) for f in data_type.fields)
+    return True
+
+
+def cancel_moved(rows: DataFrame) -> DataFrame:
+    """Rows summed by weight over all their columns, zero sums dropped: a rewrite's moved
+    rows cancel here, on the projected columns (NULLs group together, duplicates add up).
+
+    A column grouping would blur (floating point, maps) is grouped by its text, which
+    tells -0.0 from 0.0 and NaN from NaN alike as the view does, and carried as is.
+    """
+    from pyspark.sql.functions import col, first
+    from pyspark.sql.functions import sum as sum_
+
+    keys: list[Column] = []
+    carried: list[Column] = []
+    for index, value in enumerate(f for f in rows.schema.fields if f.name != WEIGHT):
+        column = col(quote_part(value.name))
+        if _exact_key(value.dataType):
+            keys.append(column)
+        else:
+            keys.append(column.cast("string").alias(f"__icemv_g{index}"))
+            carried.append(first(column).alias(value.name))
+    weight = col(quote_part(WEIGHT))
+    net = sum_(weight).cast("int").alias(WEIGHT)
+    summed = rows.groupBy(*keys).agg(*carried, net)
+    return summed.where(weight != 0).select(*_columns(rows.columns))
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

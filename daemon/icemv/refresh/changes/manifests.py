@@ -1,0 +1,77 @@
+"""The files a source's change range touched, from its manifests (pyiceberg, no data read).
+
+For each snapshot in the range, the manifests it wrote hold its ADDED entries (data and
+delete files) and DELETED entries (data files it removed). A position-delete file names
+one data file when the lower and upper bounds of its `file_path` column are equal (as
+Iceberg's own `ContentFileUtil.referencedDataFile` decides).
+"""
+
+from __future__ import annotations
+
+from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus
+from pyiceberg.table import Table
+
+from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.cost import PositionDeletes, TouchedFiles
+from icemv.spec.summary import TOTAL_DATA_FILES, TOTAL_RECORDS, summary_of
+
+# The reserved field id of `file_path` in position-delete files (Iceberg spec).
+_DELETE_FILE_PATH_ID = 2147483546
+
+
+def _summary_int(table: Table, snapshot_id: int | None, key: str) -> int:
+    if snapshot_id is None:
+        return 0
+    try:
+        return int(summary_of(table.snapshot_by_id(snapshot_id)).get(key, 0))
+    except ValueError:
+        return 0
+
+
+def _target(bounds_low: dict[int, bytes], bounds_high: dict[int, bytes]) -> str | None:
+    low = (bounds_low or {}).get(_DELETE_FILE_PATH_ID)
+    high = (bounds_high or {}).get(_DELETE_FILE_PATH_ID)
+    if low is None or low != high:
+        return None
+    return low.decode("utf-8", errors="replace")
+
+
+def touched_files(table: Table, change: SourceChange) -> TouchedFiles:
+    """What `change` (a non-append range of `table`) added and removed, by manifest."""
+    io = table.io
+    added: dict[str, int] = {}
+    removed: dict[str, int] = {}
+    positions: list[PositionDeletes] = []
+    equality: list[int] = []
+    vectors = 0
+    for snapshot in change.snapshots:
+        for manifest in snapshot.manifests(io):
+            if manifest.added_snapshot_id != snapshot.snapshot_id:
+                continue  # written earlier: holds no entry of this snapshot
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                if entry.snapshot_id != snapshot.snapshot_id:
+                    continue
+                data = entry.data_file
+                if entry.status == ManifestEntryStatus.DELETED:
+                    if data.content == DataFileContent.DATA:
+                        removed[data.file_path] = data.record_count
+                elif entry.status == ManifestEntryStatus.ADDED:
+                    if data.content == DataFileContent.DATA:
+                        added[data.file_path] = data.record_count
+                    elif data.content == DataFileContent.EQUALITY_DELETES:
+                        equality.append(data.record_count)
+                    elif data.file_format == FileFormat.PUFFIN:
+                        vectors += 1
+                    else:
+                        target = _target(data.lower_bounds, data.upper_bounds)
+                        positions.append(PositionDeletes(data.record_count, target))
+    old = change.old_snapshot_id
+    return TouchedFiles(
+        added=added,
+        removed=removed,
+        position_deletes=tuple(positions),
+        equality_delete_records=tuple(equality),
+        vectors=vectors,
+        old_records=_summary_int(table, old, TOTAL_RECORDS),
+        old_data_files=_summary_int(table, old, TOTAL_DATA_FILES),
+    )

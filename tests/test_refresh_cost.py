@@ -1,0 +1,60 @@
+"""Policy `auto` weighs the change read against a full recompute (refresh/cost.py).
+
+200k rows in 4 data files, written and deleted from by pyiceberg (copy-on-write): a
+100-row delete rewrites one file and stays incremental; a 0.1 % delete scattered over
+every file rewrites them all and recomputes instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyiceberg.expressions import In, LessThan
+
+from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
+from icemv.mv.lifecycle import create_mv
+from icemv.refresh.policy import refresh_mv
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import create_trips, trips
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+FILES, FILE_ROWS = 4, 50_000
+D1 = dt.date(2024, 1, 1)
+VIEWS = {
+    "per_vendor": (
+        "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips "
+        "WHERE day >= DATE'2024-01-01' GROUP BY vendor"
+    ),
+    "dear": "SELECT id, vendor, fare FROM trips WHERE fare > 90",
+}
+
+
+def test_auto_weighs_the_change_read_against_a_full_recompute(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    table = create_trips(lakehouse, namespace)
+    for start in range(0, FILES * FILE_ROWS, FILE_ROWS):
+        ids = range(start, start + FILE_ROWS)
+        table.append(trips([(i, "abc"[i % 3], float(i % 100), D1) for i in ids]))
+    mvs = [Identifier((namespace,), name) for name in VIEWS]
+    for mv, sql in zip(mvs, VIEWS.values(), strict=True):
+        create_mv(lakehouse, mv, sql)  # policy auto, the default
+        assert refresh_mv(lakehouse, mv).reason == "never-refreshed"
+
+    source = lakehouse.load_table(Identifier((namespace,), "trips"))
+    source.delete(LessThan("id", 100))  # rewrites the first file: 50k rows out, 49,900 in
+    for mv in mvs:
+        result = refresh_mv(lakehouse, mv)
+        assert (result.mode, result.reason) == ("incremental", "source-changed"), result
+        assert_matches_oracle(lakehouse, mv)
+
+    source = lakehouse.load_table(Identifier((namespace,), "trips"))
+    scattered = list(range(100 + 7, FILES * FILE_ROWS, 1_000))  # 0.1 %, in every file
+    source.delete(In("id", scattered))
+    for mv in mvs:
+        result = refresh_mv(lakehouse, mv)
+        assert (result.mode, result.reason) == ("full", "delta-too-large"), result
+        assert_matches_oracle(lakehouse, mv)
