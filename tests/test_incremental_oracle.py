@@ -120,6 +120,19 @@ SHAPES = {
         "latest AS (SELECT id, vendor, fare FROM ranked WHERE rn = 1) "
         "SELECT l.id, l.fare, z.vendor AS zone FROM latest l LEFT JOIN zones z ON l.id = z.id"
     ),
+    # Affected groups recomputed, nondeterministic aggregates in deterministic uses: ANY_VALUE
+    # of what the key determines, MIN_BY/MAX_BY ordered by a struct that breaks every tie
+    # between different values; arrays compare as multisets (tests/support/oracle.py).
+    "collect-by": (
+        "SELECT vendor, day, any_value(coalesce(vendor, '-')) AS v, collect_set(fare) AS fares, "
+        "collect_list(id) AS ids, max_by(fare, struct(fare, id)) AS top, "
+        "min_by(id, struct(fare, id)) AS first_id FROM trips GROUP BY vendor, day"
+    ),
+    # A union of groupings, NULL vendors beside rolled-up ones (a hidden grouping id).
+    "cube": (
+        "SELECT vendor, day, count(*) AS n, sum(fare) AS s, max(fare) AS hi, "
+        "grouping(day) AS gd FROM trips GROUP BY CUBE(vendor, day)"
+    ),
 }
 
 ids = st.integers(0, 6)
