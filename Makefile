@@ -49,7 +49,8 @@ IMAGE_TEST ?= 1
 test: install system-deps lint typecheck $(if $(filter 1,$(IMAGE_TEST)),image)
 	ICEMV_REQUIRE_IMAGE=$(IMAGE_TEST) $(BIN)/pytest -q
 
-# The property-based oracle test with many examples (CI runs a few).
+# The property-based oracle test with many examples, every shape on both catalog kinds
+# (`make test` runs two examples per kind, half the shapes each).
 FUZZ_EXAMPLES ?= 200
 fuzz: install system-deps
 	ICEMV_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/test_incremental_oracle.py

@@ -60,6 +60,16 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
             "FROM trips GROUP BY vendor",
             "aggregate", "recompute-groups", "recompute-groups",
         ),
+        (
+            "SELECT vendor, any_value(id) AS a, collect_set(fare) AS fs, collect_list(id) AS ids, "
+            "min_by(id, fare) AS lo, max_by(id, fare) AS hi FROM trips GROUP BY vendor",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
+        (
+            "SELECT vendor, any_value(id, true) AS a, size(collect_set(fare)) AS n "
+            "FROM trips GROUP BY vendor",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
         # Normalised first (sql/normalise.py): each becomes one of the shapes above.
         ("SELECT id FROM trips ORDER BY id", "rows", None, None),
         (
@@ -118,8 +128,12 @@ def test_maintainable_shapes(
         ("SELECT count(*) AS n FROM trips GROUP BY vendor", "group-key-not-in-output"),
         ("SELECT id FROM trips UNION SELECT id FROM zones", "set-operation"),
         (
-            "SELECT vendor, collect_list(id) AS ids FROM trips GROUP BY vendor",
+            "SELECT vendor, percentile_approx(fare, 0.5) AS p FROM trips GROUP BY vendor",
             "unsupported-aggregate",
+        ),
+        (
+            "SELECT vendor, collect_list(DISTINCT id) AS ids FROM trips GROUP BY vendor",
+            "distinct-aggregate",
         ),
         ("SELECT id FROM no_such_table", "unknown-source"),
         (
@@ -157,3 +171,31 @@ def test_explain_names_the_affected_keys(lakehouse: Lakehouse) -> None:
     text = render_explain(explain_analysis(analysis, "auto"))
     assert text.startswith("the view: incremental (rows)"), text
     assert "affected keys (t.id = z.id): the view's rows for the key values" in text, text
+
+
+def test_recomputed_aggregates_name_their_function_and_argument(lakehouse: Lakehouse) -> None:
+    sql = (
+        "SELECT vendor, any_value(id) AS a, collect_set(fare) AS fs, collect_list(id) AS ids, "
+        "min_by(id, fare) AS lo, max_by(fare, id) AS hi FROM trips GROUP BY vendor"
+    )
+    analysis = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert isinstance(analysis, AggregateAnalysis), analysis
+    found = [(a.func, a.argument.name if a.argument else None) for a in analysis.aggregates]
+    assert found == [
+        ("any_value", "id"),
+        ("collect_set", "fare"),
+        ("collect_list", "id"),
+        ("min_by", "id"),
+        ("max_by", "fare"),
+    ]
+    text = render_explain(explain_analysis(analysis, "auto"))
+    assert "recompute" in text, text
+
+
+def test_explain_names_the_union_of_groupings(lakehouse: Lakehouse) -> None:
+    sql = "SELECT vendor, id, sum(fare) AS s FROM trips GROUP BY ROLLUP(vendor, id)"
+    analysis = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert isinstance(analysis, AggregateAnalysis) and analysis.grouping_sets, analysis
+    text = render_explain(explain_analysis(analysis, "auto"))
+    assert "a union of groupings: the touched groups of every grouping set recomputed" in text
+    assert "deltas with deletes: recompute-groups" in text, text

@@ -14,9 +14,18 @@ from icemv.mv.model import load_materialized_view
 from icemv.sql.pinning import pin_sources
 
 
-def _normalized(row: Any) -> tuple[Any, ...]:
+def _normalized_value(value: Any) -> Any:
     # Float sums may differ in the last bits with evaluation order.
-    return tuple(round(v, 6) if isinstance(v, float) else v for v in row)
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, list):  # COLLECT_LIST's order is Spark's: compare as a multiset
+        items = [_normalized_value(v) for v in value]
+        return tuple(sorted(items, key=lambda v: (v is None, repr(v))))
+    return value
+
+
+def _normalized(row: Any) -> tuple[Any, ...]:
+    return tuple(_normalized_value(v) for v in row)
 
 
 def storage_and_oracle(

@@ -56,6 +56,11 @@ def explain_analysis(
             "insert-only deltas": analysis.aggregate_strategy(False, stateful),
             "deltas with deletes": analysis.aggregate_strategy(True, stateful),
         }
+        if analysis.grouping_sets:
+            report["grouping-sets"] = (
+                "a union of groupings: the touched groups of every grouping set recomputed, "
+                "told apart by the hidden grouping id"
+            )
         if state:
             report["state-columns"] = [column.name for column in state]
     return report
@@ -86,8 +91,9 @@ def render_explain(report: dict[str, Any]) -> str:
         f"  sources: {', '.join(report['sources']) or '(none)'}",
         *_normalised(report),
     ]
-    if report.get("keys"):
-        lines.append(f"  {report['keys']}")
+    for part in ("keys", "grouping-sets"):
+        if report.get(part):
+            lines.append(f"  {report[part]}")
     strategy = report["strategy"]
     if isinstance(strategy, dict):
         lines += [f"  {kind}: {how}" for kind, how in strategy.items()]

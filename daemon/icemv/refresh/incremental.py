@@ -64,9 +64,9 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
                     planned_from,
                     lakehouse.config.refresh.driver_commit_max_rows,
                 )
-                patch = _prepare_patch(
-                    plan, reader, views, storage.schema().column_names, target, phases
-                )
+                # Top-level columns only (`column_names` also names an array's elements).
+                outputs = [f.name for f in storage.schema().fields]
+                patch = _prepare_patch(plan, reader, views, outputs, target, phases)
             else:  # sources moved only by compaction: a new refresh record, no data change
                 patch = DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
                 phases.end("changes")

@@ -34,6 +34,7 @@ AggregateFunc = Literal[
     "count_star", "count", "sum", "min", "max", "avg", "count_distinct",
     "stddev_samp", "stddev_pop", "var_samp", "var_pop",
     "sum_distinct", "avg_distinct", "count_if", "bool_and", "bool_or",
+    "any_value", "collect_set", "collect_list", "min_by", "max_by", "grouping", "grouping_id",
 ]  # fmt: skip
 AggregateStrategy = Literal["merge-aggregates", "recompute-groups"]
 
@@ -51,11 +52,22 @@ _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
     exp.CountIf: "count_if",
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
+    exp.AnyValue: "any_value",
+    exp.ArrayUniqueAgg: "collect_set",
+    exp.ArrayAgg: "collect_list",
+    exp.ArgMin: "min_by",
+    exp.ArgMax: "max_by",
+    exp.Grouping: "grouping",
+    exp.GroupingId: "grouping_id",
 }
-# Aggregates no stored value merges: the groups a delta touches are recomputed.
-_RECOMPUTED = frozenset(
-    {"count_distinct", "sum_distinct", "avg_distinct", "count_if", "bool_and", "bool_or"}
-)
+# Aggregates no stored value merges: the groups a delta touches are recomputed. ANY_VALUE,
+# COLLECT_LIST's order and MIN_BY/MAX_BY on ties are nondeterministic in Spark: a recomputed
+# group gets a value a full evaluation could give, an untouched group keeps its earlier one
+# (its inputs did not change, so that value still is one a full evaluation could give).
+_RECOMPUTED = frozenset({
+    "count_distinct", "sum_distinct", "avg_distinct", "count_if", "bool_and", "bool_or",
+    "any_value", "collect_set", "collect_list", "min_by", "max_by", "grouping", "grouping_id",
+})  # fmt: skip
 # Reasons the affected-keys rule (sql/keys.py) may still cover.
 _KEYED = frozenset({"window-function", "outer-join", "semi-join", "subquery", "distinct"})
 # Aggregates whose value follows from hidden state columns (sql/state.py), not from the
@@ -118,6 +130,9 @@ class AggregateAnalysis:
     rewrites: tuple[str, ...] = ()
     # Set when the delta of the input rows comes from the affected keys (sql/keys.py).
     keyed: KeyClass | None = None
+    # GROUPING SETS / ROLLUP / CUBE: a union of groupings, told apart by a hidden grouping
+    # id (sql/state.py); `keys` are every grouping expression, NULL where rolled up.
+    grouping_sets: bool = False
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
@@ -126,11 +141,11 @@ class AggregateAnalysis:
 
         `stateful`: the storage table has the hidden state columns (sql/state.py), so AVG,
         the deviations, a SUM losing its last input and a group losing its last row merge
-        exactly; MIN/MAX under deletes, COUNT/SUM/AVG(DISTINCT), COUNT_IF, BOOL_AND/OR,
+        exactly; MIN/MAX under deletes, the aggregates of `_RECOMPUTED`, grouping sets,
         HAVING and derived columns still recompute the touched groups.
         """
         funcs = {a.func for a in self.aggregates}
-        if self.having or self.derived or funcs & _RECOMPUTED:
+        if self.having or self.derived or self.grouping_sets or funcs & _RECOMPUTED:
             return "recompute-groups"
         if stateful:
             if with_deletes and funcs & {"min", "max"}:
@@ -202,6 +217,9 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
     exact.restore(qualified)
     normalised = normalise(qualified)
     reasons, details = unsupported_constructs(normalised.query, _SUPPORTED_AGGREGATES)
+    if "grouping-sets" in reasons and _top_grouping_sets_only(normalised.query):
+        at = reasons.index("grouping-sets")  # the view's own GROUP BY: a union of groupings
+        del reasons[at], details[at]
     keyed: KeyClass | None = None
     if reasons and set(reasons) <= _KEYED:
         found = key_class(normalised.query)
@@ -214,6 +232,39 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
             tuple(reasons), tuple(details), tuple(sources), rewrites=normalised.rewrites
         )
     return _shape(normalised.query, tuple(sources), normalised.rewrites, keyed)
+
+
+def _grouping_nodes(node: exp.Expr) -> list[exp.Expr]:
+    return list(node.find_all(exp.Cube, exp.Rollup, exp.GroupingSets))
+
+
+def _top_grouping_sets_only(query: exp.Query) -> bool:
+    """Every GROUPING SETS / ROLLUP / CUBE is in the GROUP BY of the query's own SELECT."""
+    group = query.args.get("group") if isinstance(query, exp.Select) else None
+    own = _grouping_nodes(group) if group is not None else []
+    return bool(own) and len(_grouping_nodes(query)) == len(own)
+
+
+def grouping_expressions(group: exp.Group | None) -> tuple[list[exp.Expr], bool]:
+    """Every distinct expression a GROUP BY groups by, in order, and whether it has
+    grouping sets (GROUPING SETS, ROLLUP, CUBE, or `WITH ROLLUP` / `WITH CUBE`)."""
+    if group is None:
+        return [], False
+    found: list[exp.Expr] = []
+    sets = any(group.args.get(arg) for arg in ("grouping_sets", "cube", "rollup"))
+    pending: list[exp.Expr] = list(group.expressions)
+    for arg in ("grouping_sets", "cube", "rollup"):
+        pending += [e for node in group.args.get(arg) or [] for e in node.expressions]
+    while pending:
+        expression = pending.pop(0)
+        if isinstance(expression, exp.Cube | exp.Rollup | exp.GroupingSets | exp.Tuple):
+            sets = sets or not isinstance(expression, exp.Tuple)
+            pending[:0] = list(expression.expressions)
+        elif isinstance(expression, exp.Paren):
+            pending.insert(0, expression.this)
+        elif not any(expression == seen for seen in found):
+            found.append(expression)
+    return found, sets
 
 
 def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInfo | None:
@@ -260,8 +311,7 @@ def _shape(
             ("aggregate-in-union",), ("aggregate inside UNION ALL",), sources, rewrites
         )
     select = selects[0]
-    group = select.args.get("group")
-    group_exprs = list(group.expressions) if group else []
+    group_exprs, grouping_sets = grouping_expressions(select.args.get("group"))
     keys: list[KeyColumn] = []
     aggregates: list[AggregateColumn] = []
     derived: list[str] = []
@@ -296,6 +346,7 @@ def _shape(
         output_columns=outputs,
         rewrites=rewrites,
         keyed=keyed,
+        grouping_sets=grouping_sets,
     )
 
 

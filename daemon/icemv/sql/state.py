@@ -13,7 +13,9 @@ incremental one:
   sums) and `_icemv_count_c` = COUNT(x);
 - `STDDEV*` / `VAR*` (x) as c: `_icemv_count_c`, `_icemv_mean_c`, `_icemv_m2_c` (count,
   mean, sum of squared deviations), merged with Chan et al.'s pairwise formulas;
-- without a `COUNT(*)` column: `_icemv_rows` = COUNT(*), so a group goes with its last row.
+- without a `COUNT(*)` column: `_icemv_rows` = COUNT(*), so a group goes with its last row;
+- with GROUPING SETS / ROLLUP / CUBE: `_icemv_grouping` = GROUPING_ID(), which grouping a
+  row belongs to, so a NULL key value and a rolled-up key are different groups.
 
 Without them (an MV created before they existed) AVG, the deviations and deletes under a
 SUM recompute the touched groups from the sources, as before.
@@ -33,9 +35,10 @@ from icemv.sql.analysis import AggregateAnalysis, AggregateColumn
 
 STATE_PREFIX = "_icemv_"
 ROWS = f"{STATE_PREFIX}rows"
+GROUPING = f"{STATE_PREFIX}grouping"
 DEVIATIONS = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
 
-StateRole = Literal["rows", "count", "sum", "mean", "m2"]
+StateRole = Literal["rows", "grouping", "count", "sum", "mean", "m2"]
 
 
 def is_state_column(name: str) -> bool:
@@ -44,14 +47,16 @@ def is_state_column(name: str) -> bool:
 
 
 def state_name(role: StateRole, column: str | None = None) -> str:
-    return ROWS if role == "rows" else f"{STATE_PREFIX}{role}_{column}"
+    if role in ("rows", "grouping"):
+        return f"{STATE_PREFIX}{role}"
+    return f"{STATE_PREFIX}{role}_{column}"
 
 
 @dataclass(frozen=True)
 class StateColumn:
     name: str
     role: StateRole
-    # The view's aggregate it serves (None: the group's row count).
+    # The view's aggregate it serves (None: the group's row count or grouping id).
     aggregate: AggregateColumn | None
     # Its value over a group's input rows: what a full refresh computes.
     expression: exp.Expr
@@ -94,6 +99,8 @@ def aggregate_state(
     storage table says so; at create, Spark's analysis of the query does).
     """
     columns: list[StateColumn] = []
+    if analysis.grouping_sets:
+        columns.append(StateColumn(GROUPING, "grouping", None, exp.GroupingId()))
     if not any(a.func == "count_star" for a in analysis.aggregates):
         columns.append(StateColumn(ROWS, "rows", None, exp.Count(this=exp.Star())))
     for aggregate in analysis.aggregates:

@@ -6,6 +6,11 @@ Two strategies (`AggregateAnalysis.aggregate_strategy` chooses):
   - recompute-groups: the groups the delta touches are recomputed from the view query
     (with its state columns) at the new source snapshots: COUNT DISTINCT, HAVING, derived
     columns, MIN/MAX under deletes, and without state AVG and the deviations.
+
+GROUPING SETS / ROLLUP / CUBE are a union of groupings: a storage row is one group of one
+grouping, named by its key values (NULL where rolled up) and the hidden grouping id
+(sql/state.py). The groups a delta touches are the view's own grouping sets evaluated over
+the touched key tuples, and those are recomputed.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from icemv.refresh.patch.sqltree import (
 from icemv.spec.summary import RefreshReason
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.names import WEIGHT, argument_column, key_column
-from icemv.sql.state import StateColumn
+from icemv.sql.state import GROUPING, StateColumn
 
 DELTA_COUNT = "__icemv_dcount"  # net rows entering a group
 PRESENT = "__icemv_present"  # the group exists at the new snapshots
@@ -162,6 +167,29 @@ def _new_group(value: exp.Expr) -> exp.Expr:
     return value.copy().transform(stored_to_null)
 
 
+def touched_groupings(
+    analysis: AggregateAnalysis, touched: exp.Query, outputs: Sequence[str]
+) -> exp.Query:
+    """The groups of every grouping set that the touched key tuples fall in: the view's own
+    GROUP BY (each key expression as its delta column) over them, with their grouping id."""
+    if GROUPING not in outputs:
+        raise FullRefreshRequiredError(
+            RefreshReason.STATE_UNKNOWN,
+            "grouping sets need the hidden grouping id column: replace the MV to add it",
+        )
+    columns = [(k.expression, key_column(i)) for i, k in enumerate(analysis.keys)]
+
+    def as_delta_column(node: exp.Expr) -> exp.Expr:
+        name = next((c for e, c in columns if node == e), None)
+        return col(name) if name is not None else node
+
+    group = analysis.query.args["group"].copy().transform(as_delta_column)
+    grouped = exp.select(*[col(c) for _, c in columns])
+    grouped = grouped.select(aliased(exp.GroupingId(), GROUPING)).from_(subquery(touched, "d"))
+    grouped.set("group", group)
+    return grouped
+
+
 def recompute_groups_patch(
     views: TempViews,
     analysis: AggregateAnalysis,
@@ -176,11 +204,13 @@ def recompute_groups_patch(
         raise FullRefreshRequiredError(
             RefreshReason.NO_GROUP_KEYS, "a global aggregate is recomputed whole"
         )
-    affected = views.register(
-        "keys",
-        exp.select(*[col(alias) for _, alias in keys]).distinct().from_(subquery(pre_delta)),
-        cache=True,
+    touched: exp.Query = (
+        exp.select(*[col(alias) for _, alias in keys]).distinct().from_(subquery(pre_delta))
     )
+    if analysis.grouping_sets:
+        touched = touched_groupings(analysis, touched, outputs)
+        keys.append((GROUPING, GROUPING))
+    affected = views.register("keys", touched, cache=True)
     key_outputs = {out for out, _ in keys}
     others = [c for c in outputs if c not in key_outputs]
     regrouped = (
