@@ -12,7 +12,7 @@ Pure: the sources' schemas come from a `SourceResolver`; no catalog I/O here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 from sqlglot import exp
@@ -28,6 +28,8 @@ from icemv.sql.keys import KeyClass, key_class
 from icemv.sql.normalise import normalise
 from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
+from icemv.sql.subquery_filters import filter_subquery_sources
+from icemv.sql.top_n import TopN, split_top_n
 
 Shape = Literal["rows", "aggregate"]
 AggregateFunc = Literal[
@@ -99,6 +101,11 @@ class RowsAnalysis:
     rewrites: tuple[str, ...] = ()
     # Set when the delta comes from the affected keys (sql/keys.py), not from the terms.
     keyed: KeyClass | None = None
+    # Sources read only by WHERE subqueries: a change to one recomputes the view
+    # (sql/subquery_filters.py).
+    recompute_on: frozenset[Identifier] = frozenset()
+    # ORDER BY ... LIMIT n at the root (sql/top_n.py); `query` is then the query without it.
+    top_n: TopN | None = None
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "rows"
 
@@ -118,6 +125,8 @@ class AggregateAnalysis:
     rewrites: tuple[str, ...] = ()
     # Set when the delta of the input rows comes from the affected keys (sql/keys.py).
     keyed: KeyClass | None = None
+    # Sources read only by WHERE subqueries (sql/subquery_filters.py).
+    recompute_on: frozenset[Identifier] = frozenset()
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
@@ -201,19 +210,38 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
         return NotMaintainable(("unresolvable",), ("not a query after qualification",))
     exact.restore(qualified)
     normalised = normalise(qualified)
-    reasons, details = unsupported_constructs(normalised.query, _SUPPORTED_AGGREGATES)
+    query, top_n = normalised.query, None
+    if isinstance(query, exp.Select) and query.args.get("limit"):
+        split = split_top_n(query)
+        if isinstance(split, str):
+            return NotMaintainable(("limit",), (split,), tuple(sources), normalised.rewrites)
+        query, top_n = split
+    reasons, details = unsupported_constructs(query, _SUPPORTED_AGGREGATES)
     keyed: KeyClass | None = None
+    recompute_on: frozenset[Identifier] = frozenset()
     if reasons and set(reasons) <= _KEYED:
-        found = key_class(normalised.query)
+        found = key_class(query)
         if isinstance(found, KeyClass):
             keyed, reasons = found, []
         else:
             details.append(f"no affected keys: {found}")
+            filtered = filter_subquery_sources(query) if reasons == ["subquery"] else None
+            if isinstance(filtered, frozenset):
+                recompute_on, reasons, details = filtered, [], []
     if reasons:
         return NotMaintainable(
             tuple(reasons), tuple(details), tuple(sources), rewrites=normalised.rewrites
         )
-    return _shape(normalised.query, tuple(sources), normalised.rewrites, keyed)
+    shaped = _shape(query, tuple(sources), normalised.rewrites, keyed)
+    if isinstance(shaped, NotMaintainable):
+        return shaped
+    shaped = replace(shaped, recompute_on=recompute_on)
+    if top_n is None:
+        return shaped
+    if not isinstance(shaped, RowsAnalysis) or shaped.keyed is not None or recompute_on:
+        why = "top-N over rows a change may remove (an aggregate, affected keys, a subquery)"
+        return NotMaintainable(("limit",), (why,), tuple(sources), normalised.rewrites)
+    return replace(shaped, top_n=top_n)
 
 
 def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInfo | None:
