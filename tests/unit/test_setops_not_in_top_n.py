@@ -207,3 +207,11 @@ def test_the_reach_query_puts_appended_rows_first_among_equals() -> None:
         "UNION ALL SELECT `d`.`id`, `d`.`f`, 1 AS `__icemv_appended` FROM (SELECT id, f FROM d) "
         "AS `d`) AS `c` ORDER BY f DESC, id, `__icemv_appended` DESC LIMIT 3) AS `top`"
     )
+
+
+def test_top_n_over_a_subquery_filter_recomputes_for_the_subquery_table() -> None:
+    analysis = _analyse(
+        "SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones) ORDER BY id LIMIT 2"
+    )
+    assert isinstance(analysis, RowsAnalysis) and analysis.top_n is not None
+    assert analysis.recompute_on == {ident("nyc.zones")}

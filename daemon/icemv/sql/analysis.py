@@ -238,8 +238,8 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
     shaped = replace(shaped, recompute_on=recompute_on)
     if top_n is None:
         return shaped
-    if not isinstance(shaped, RowsAnalysis) or shaped.keyed is not None or recompute_on:
-        why = "top-N over rows a change may remove (an aggregate, affected keys, a subquery)"
+    if not isinstance(shaped, RowsAnalysis) or shaped.keyed is not None:
+        why = "top-N over rows an append may remove (an aggregate, an outer join, a window)"
         return NotMaintainable(("limit",), (why,), tuple(sources), normalised.rewrites)
     return replace(shaped, top_n=top_n)
 
