@@ -29,6 +29,15 @@ def _mv(lakehouse: Lakehouse, namespace: str, name: str, sql: str) -> Identifier
     return mv
 
 
+def _over_two_tables(
+    lakehouse: Lakehouse, namespace: str, zone: tuple[int, str], sql: str
+) -> Identifier:
+    """`trips` (ROWS) and `zones` (one row), and an MV of `sql` over them, refreshed."""
+    create_trips(lakehouse, namespace, rows=ROWS)
+    create_trips(lakehouse, namespace, name="zones", rows=[(*zone, None, None)])
+    return _mv(lakehouse, namespace, "v", sql)
+
+
 def _refresh(lakehouse: Lakehouse, mv: Identifier) -> tuple[str, str]:
     result = refresh_mv(lakehouse, mv)
     assert_matches_oracle(lakehouse, mv)
@@ -61,12 +70,10 @@ def test_top_n_writes_nothing_until_an_appended_row_reaches_it(
 def test_not_in_is_linear_in_the_outer_table_and_recomputes_for_the_subquery_table(
     lakehouse: Lakehouse, namespace: str
 ) -> None:
-    create_trips(lakehouse, namespace, rows=ROWS)
-    create_trips(lakehouse, namespace, name="zones", rows=[(1, "z", None, None)])
-    mv = _mv(
+    mv = _over_two_tables(
         lakehouse,
         namespace,
-        "not_in",
+        (1, "z"),
         "SELECT id, vendor FROM trips WHERE id NOT IN (SELECT id FROM zones)",
     )
     append_trips(lakehouse, namespace, [(1, "c", 1.0, D1), (9, "c", 1.0, D1)])
@@ -78,13 +85,8 @@ def test_not_in_is_linear_in_the_outer_table_and_recomputes_for_the_subquery_tab
 
 
 def test_union_deletes_a_row_with_its_last_copy(lakehouse: Lakehouse, namespace: str) -> None:
-    create_trips(lakehouse, namespace, rows=ROWS)
-    create_trips(lakehouse, namespace, name="zones", rows=[(1, "a", None, None)])
-    mv = _mv(
-        lakehouse,
-        namespace,
-        "vendors",
-        "SELECT vendor FROM trips UNION SELECT vendor FROM zones",
+    mv = _over_two_tables(
+        lakehouse, namespace, (1, "a"), "SELECT vendor FROM trips UNION SELECT vendor FROM zones"
     )
     zones = lakehouse.quoted(Identifier((namespace,), "zones"))
     trips = lakehouse.quoted(Identifier((namespace,), "trips"))
