@@ -83,6 +83,8 @@ def test_set_operations_match_spark_with_nulls(lakehouse: Lakehouse, namespace: 
         "SELECT id, vendor FROM trips EXCEPT SELECT id, vendor FROM zones",
         "SELECT id FROM zones EXCEPT (SELECT id FROM trips WHERE fare > 2 UNION ALL "
         "SELECT id FROM trips WHERE vendor IS NULL)",
+        "WITH c AS (SELECT id, vendor FROM trips EXCEPT SELECT id, vendor FROM zones) "
+        "SELECT * FROM c WHERE vendor > 'a'",
     ):
         view, maintained = _both(lakehouse, namespace, sql)
         assert maintained == view, sql

@@ -215,3 +215,19 @@ def test_top_n_over_a_subquery_filter_recomputes_for_the_subquery_table() -> Non
     )
     assert isinstance(analysis, RowsAnalysis) and analysis.top_n is not None
     assert analysis.recompute_on == {ident("nyc.zones")}
+
+
+def test_a_set_operation_in_a_cte_is_grouped_then_lifted() -> None:
+    analysis = _analyse(
+        "WITH c AS (SELECT id, vendor FROM trips EXCEPT SELECT id, zone FROM zones) "
+        "SELECT * FROM c WHERE vendor > 'a'"
+    )
+    assert isinstance(analysis, AggregateAnalysis)
+    assert analysis.rewrites == (
+        "CTE c inlined",
+        "EXCEPT as GROUP BY over UNION ALL tagged by side",
+        "aggregate subquery lifted",
+    )
+    assert analysis.query.args["having"].this.sql(dialect="spark") == (
+        f"MAX({U}.`_icemv_side`) = 0 AND {U}.`vendor` > 'a'"
+    )

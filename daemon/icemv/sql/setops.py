@@ -13,13 +13,15 @@ its side in the hidden column `_icemv_side` (0 left, 1 right):
 GROUP BY puts NULLs in one group, as Spark's set operations compare rows null-safely, so
 the rewrite is exact with NULLs. A side may itself be a UNION (ALL or not) of SELECTs: under
 set semantics only the presence of a row counts, so nested unions flatten into the side and
-a SELECT DISTINCT in a side drops its DISTINCT. The GROUP BY's row count (the hidden
+a SELECT DISTINCT in a side drops its DISTINCT. A set operation in a derived table (an
+inlined CTE) is rewritten the same way; a plain filter or projection over it is then lifted
+into the GROUP BY (sql/normalise.py). The GROUP BY's row count (the hidden
 `_icemv_rows`, sql/state.py) is the multiplicity that makes deletes exact for UNION; the
 HAVING of INTERSECT and EXCEPT recomputes the groups a change touches.
 
 `INTERSECT ALL` / `EXCEPT ALL` keep min(cA, cB) / max(cA - cB, 0) copies of each row: no
 GROUP BY holds that, so they stay a full recompute (`set-operation-all`). A set operation
-with ORDER BY ... LIMIT, or below the root, is left as it is.
+with ORDER BY ... LIMIT, or nested in another one's side, is left as it is.
 
 Pure: no I/O.
 """
@@ -33,7 +35,16 @@ UNION_ALIAS = "_icemv_u"  # the derived table of the sides' UNION ALL
 
 
 def set_operations_to_group_by(query: exp.Query, notes: list[str]) -> exp.Query:
-    """The root UNION / INTERSECT / EXCEPT (not ALL) as a GROUP BY over a tagged UNION ALL."""
+    """The root UNION / INTERSECT / EXCEPT (not ALL), and those a derived table holds (an
+    inlined CTE), as a GROUP BY over a tagged UNION ALL."""
+    for derived in list(query.find_all(exp.Subquery)):
+        body = derived.this
+        if isinstance(body, exp.SetOperation) and derived.alias:
+            derived.set("this", _grouped(body, notes))
+    return _grouped(query, notes)
+
+
+def _grouped(query: exp.Query, notes: list[str]) -> exp.Query:
     if not isinstance(query, exp.SetOperation) or not query.args.get("distinct"):
         return query
     if any(query.args.get(key) for key in ("order", "limit", "offset", "with_")):
