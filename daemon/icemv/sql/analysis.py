@@ -3,9 +3,11 @@
 The query is first qualified with sqlglot's `qualify` (stars expanded, every column
 qualified by its table alias, every source fully named) so the delta rewrite can swap
 table references safely, then normalised (sql/normalise.py: CTEs and derived tables
-folded in, ORDER BY without LIMIT dropped, DISTINCT as GROUP BY). Every construct the
-delta rules cannot handle yields a reason code; the MV is then refreshed fully and the
-reason says why.
+folded in, ORDER BY without LIMIT dropped, DISTINCT and set operations as GROUP BY, NOT IN
+as NOT EXISTS). A root ORDER BY ... LIMIT is split off as a top-N (sql/top_n.py). Every
+construct the delta rules cannot handle yields a reason code; the MV is then refreshed
+fully and the reason says why. Subqueries no key bounds are accepted in the WHERE, with
+the tables they read recomputing the view when they change (sql/subquery_filters.py).
 
 Pure: the sources' schemas come from a `SourceResolver`; no catalog I/O here.
 """
