@@ -84,6 +84,28 @@ def lakehouse(sqlite_lakehouse: Lakehouse) -> Lakehouse:
             "SELECT * FROM g WHERE n > 1 ORDER BY vendor",
             "aggregate", "recompute-groups", "recompute-groups",
         ),
+        # Set operations (sql/setops.py), NOT IN (sql/not_in.py), subquery filters, top-N.
+        (
+            "SELECT id, vendor FROM trips UNION SELECT id, vendor FROM zones",
+            "aggregate", "merge-aggregates", "recompute-groups",
+        ),
+        (
+            "SELECT id FROM trips INTERSECT SELECT id FROM zones",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
+        (
+            "SELECT id FROM trips EXCEPT (SELECT id FROM zones UNION ALL SELECT id FROM trips "
+            "WHERE fare > 9)",
+            "aggregate", "recompute-groups", "recompute-groups",
+        ),
+        ("SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)", "rows", None, None),
+        ("SELECT id FROM trips WHERE fare > (SELECT avg(fare) FROM zones)", "rows", None, None),
+        (
+            "SELECT vendor, count(*) AS n FROM trips t WHERE t.id NOT IN "
+            "(SELECT z.id FROM zones z WHERE z.vendor = t.vendor) GROUP BY vendor",
+            "aggregate", "merge-aggregates", "merge-aggregates",
+        ),
+        ("SELECT id, fare FROM trips ORDER BY fare DESC, id LIMIT 3", "rows", None, None),
     ],
 )  # fmt: skip
 def test_maintainable_shapes(
@@ -108,7 +130,8 @@ def test_maintainable_shapes(
         ("SELECT id, rand() AS r FROM trips", "non-deterministic-function"),
         ("SELECT id, current_timestamp() AS ts FROM trips", "non-deterministic-function"),
         ("SELECT id FROM trips LIMIT 10", "limit"),
-        ("SELECT id FROM trips ORDER BY id LIMIT 3", "order-by"),
+        ("SELECT id FROM trips ORDER BY id LIMIT 3 OFFSET 1", "limit"),
+        ("SELECT vendor, count(*) AS n FROM trips GROUP BY vendor ORDER BY n LIMIT 3", "limit"),
         (
             "SELECT id FROM (SELECT vendor, count(*) AS n FROM trips GROUP BY vendor) v "
             "JOIN zones z ON v.n = z.id",
@@ -119,14 +142,18 @@ def test_maintainable_shapes(
             "AS rn FROM trips) t WHERE rn = 1",
             "window-function",
         ),
-        ("SELECT id FROM trips WHERE fare > (SELECT avg(fare) FROM zones)", "subquery"),
-        ("SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)", "subquery"),
+        ("SELECT id, (SELECT max(fare) FROM zones) AS top FROM trips", "subquery"),
         (
             "SELECT vendor, stddev(DISTINCT fare) AS s FROM trips GROUP BY vendor",
             "distinct-aggregate-stddev",
         ),
         ("SELECT count(*) AS n FROM trips GROUP BY vendor", "group-key-not-in-output"),
-        ("SELECT id FROM trips UNION SELECT id FROM zones", "set-operation"),
+        ("SELECT id FROM trips INTERSECT ALL SELECT id FROM zones", "set-operation-all"),
+        ("SELECT id FROM trips EXCEPT ALL SELECT id FROM zones", "set-operation-all"),
+        (
+            "SELECT id FROM trips UNION ALL (SELECT id FROM trips INTERSECT SELECT id FROM zones)",
+            "set-operation",
+        ),
         (
             "SELECT vendor, percentile_approx(fare, 0.5) AS p FROM trips GROUP BY vendor",
             "unsupported-aggregate",
@@ -199,3 +226,28 @@ def test_explain_names_the_union_of_groupings(lakehouse: Lakehouse) -> None:
     text = render_explain(explain_analysis(analysis, "auto"))
     assert "a union of groupings: the touched groups of every grouping set recomputed" in text
     assert "deltas with deletes: recompute-groups" in text, text
+
+
+@pytest.mark.parametrize(
+    ("sql", "rule"),
+    [
+        ("SELECT id FROM trips UNION SELECT id FROM zones", "union: multiplicity"),
+        ("SELECT id FROM trips UNION ALL SELECT id FROM zones", "union all: the delta of each"),
+        ("SELECT id FROM trips INTERSECT SELECT id FROM zones", "intersect: touched rows"),
+        ("SELECT id FROM trips EXCEPT SELECT id FROM zones", "except: touched rows"),
+        (
+            "SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)",
+            "not-in: NOT EXISTS conjuncts",
+        ),
+        (
+            "SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)",
+            "a change to nyc.zones recomputes the view (subquery-source-changed)",
+        ),
+        ("SELECT id FROM trips ORDER BY id LIMIT 5", "top-n (ORDER BY `id` LIMIT 5)"),
+    ],
+)
+def test_explain_names_the_rule(lakehouse: Lakehouse, sql: str, rule: str) -> None:
+    analysis = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert not isinstance(analysis, NotMaintainable), analysis.details
+    text = render_explain(explain_analysis(analysis, "auto"))
+    assert rule in text, text

@@ -61,14 +61,18 @@ def test_keyed_queries(sql: str, key: str) -> None:
             "lag(fare) OVER (PARTITION BY id ORDER BY fare) AS p FROM trips",
             "no key column",
         ),
-        ("SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)", "NOT IN"),
+        (
+            "SELECT id, rank() OVER (PARTITION BY vendor ORDER BY fare) AS r FROM trips "
+            "WHERE (id, vendor) NOT IN (SELECT id, vendor FROM zones)",
+            "NOT IN",
+        ),
         (
             "SELECT t.id, z.zone FROM trips t LEFT JOIN zones z ON t.id = z.id "
             "LEFT JOIN zones y ON t.vendor = y.vendor",
             "no key column",
         ),
         (
-            "SELECT id FROM trips WHERE fare > (SELECT avg(fare) FROM zones)",
+            "SELECT id, (SELECT avg(fare) FROM zones) AS a FROM trips",
             "inner aggregate without GROUP BY",
         ),
         (

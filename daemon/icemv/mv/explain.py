@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlglot import exp
+
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.layout import StorageLayout
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, MaterializedView
-from icemv.sql.analysis import IvmAnalysis, NotMaintainable, RowsAnalysis, analyse
+from icemv.sql.analysis import (
+    IvmAnalysis,
+    MaintainableAnalysis,
+    NotMaintainable,
+    RowsAnalysis,
+    analyse,
+)
 from icemv.sql.state import StateColumn
 
 CHANGE_SETS = (
@@ -35,6 +43,9 @@ def explain_analysis(
         return report
     report["shape"] = analysis.shape
     report["change-sets"] = CHANGE_SETS
+    rules = construct_rules(analysis)
+    if rules:
+        report["rules"] = rules
     if analysis.keyed is not None:
         report["keys"] = (
             f"affected keys ({analysis.keyed.describe()}): the "
@@ -66,6 +77,42 @@ def explain_analysis(
     return report
 
 
+# What a normalisation rewrite (sql/normalise.py) means for the refresh, by rule.
+_REWRITE_RULES = {
+    "UNION as": "union: multiplicity (a GROUP BY over the branches' UNION ALL; the hidden "
+    "_icemv_rows counts each row's copies, a row goes with its last copy)",
+    "INTERSECT as": "intersect: touched rows recomputed (a GROUP BY over both sides tagged "
+    "by side; a row stays while both sides have a copy)",
+    "EXCEPT as": "except: touched rows recomputed (a GROUP BY over both sides tagged by "
+    "side; a row stays while only the left side has a copy)",
+    "NOT IN (SELECT)": "not-in: NOT EXISTS conjuncts that keep NOT IN's NULL semantics",
+}
+
+
+def construct_rules(analysis: MaintainableAnalysis) -> list[str]:
+    """The rule maintaining each set operation, NOT IN, subquery filter and top-N."""
+    rules = [
+        rule
+        for prefix, rule in _REWRITE_RULES.items()
+        if any(r.startswith(prefix) for r in analysis.rewrites)
+    ]
+    if isinstance(analysis.query, exp.Union):
+        rules.append("union all: the delta of each branch, unioned")
+    if analysis.recompute_on:
+        names = ", ".join(sorted(str(i) for i in analysis.recompute_on))
+        rules.append(
+            "subquery filter: linear in the outer tables; a change to "
+            f"{names} recomputes the view (subquery-source-changed)"
+        )
+    if isinstance(analysis, RowsAnalysis) and analysis.top_n is not None:
+        rules.append(
+            f"top-n ({analysis.top_n.describe()}): appended rows that sort after the stored "
+            "n-th row write nothing (top-n-unreached); reaching or tying it, or a source "
+            "losing rows, recomputes the view (top-n-reached, top-n-not-append-only)"
+        )
+    return rules
+
+
 def explain(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
     reads = CatalogReads(lakehouse)
     analysis = analyse(reads, mv.sql, mv.version.default_namespace or mv.identifier.namespace)
@@ -94,6 +141,7 @@ def render_explain(report: dict[str, Any]) -> str:
     for part in ("keys", "grouping-sets"):
         if report.get(part):
             lines.append(f"  {report[part]}")
+    lines += [f"  {rule}" for rule in report.get("rules", [])]
     strategy = report["strategy"]
     if isinstance(strategy, dict):
         lines += [f"  {kind}: {how}" for kind, how in strategy.items()]

@@ -27,12 +27,13 @@ from icemv.refresh.patch.model import (
     TempViews,
 )
 from icemv.refresh.patch.rows import rows_patch
+from icemv.refresh.patch.top_n import unreached_patch
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import IncrementalPlan
 from icemv.refresh.record import commit_properties, result_of_commit
 from icemv.refresh.result import RefreshResult
 from icemv.spec.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey
-from icemv.sql.analysis import AggregateAnalysis
+from icemv.sql.analysis import AggregateAnalysis, RowsAnalysis
 from icemv.sql.delta import DeltaInputs, pre_aggregation_delta, rows_delta
 from icemv.sql.pinning import pin_tables
 from icemv.sql.state import state_query
@@ -67,6 +68,8 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
                 # Top-level columns only (`column_names` also names an array's elements).
                 outputs = [f.name for f in storage.schema().fields]
                 patch = _prepare_patch(plan, reader, views, outputs, target, phases)
+                if isinstance(plan.analysis, RowsAnalysis) and plan.analysis.top_n is not None:
+                    mode, reason = RefreshMode.NO_OP, RefreshReason.TOP_N_UNREACHED
             else:  # sources moved only by compaction: a new refresh record, no data change
                 patch = DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
                 phases.end("changes")
@@ -129,6 +132,10 @@ def _prepare_patch(
         delta = rows_delta(analysis, inputs)
         if delta is None:
             raise _no_term_error(plan.moved)
+        if analysis.top_n is not None:  # append-only (plan.py): reached -> full refresh
+            return unreached_patch(
+                views.spark, analysis.top_n, delta, analysis.output_columns, target
+            )
         return rows_patch(views, delta, outputs, target, plan.insert_only)
     pre_delta = pre_aggregation_delta(analysis, inputs)
     if pre_delta is None:

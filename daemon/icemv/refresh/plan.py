@@ -34,6 +34,7 @@ from icemv.sql.analysis import (
     IvmAnalysis,
     MaintainableAnalysis,
     NotMaintainable,
+    RowsAnalysis,
     analyse,
 )
 from icemv.sql.columns import ChangeRead, change_read, nets_at_once
@@ -198,6 +199,7 @@ def plan_incremental(
         table = base.reads.load_table(identifier)
         changes[identifier] = classify_change(table, recorded[key], source.snapshot_id)
     moved = {i: c for i, c in changes.items() if c.kind in ("append-only", "general")}
+    _check_rule_limits(analysis, moved)
     if cost_factor is not None and moved:
         cost = estimate_cost(base, moved)
         if not cost.incremental(cost_factor):
@@ -205,3 +207,24 @@ def plan_incremental(
                 RefreshReason.DELTA_TOO_LARGE, cost.describe(cost_factor)
             )
     return IncrementalPlan(base, analysis, planned_from, changes, moved)
+
+
+def _check_rule_limits(
+    analysis: MaintainableAnalysis, moved: Mapping[Identifier, SourceChange]
+) -> None:
+    """Changes the view's rule does not carry forward: WHERE-subquery sources that moved
+    (sql/subquery_filters.py); under a top-N, a source that lost rows (sql/top_n.py)."""
+    blocked = sorted(str(i) for i in analysis.recompute_on if i in moved)
+    if blocked:
+        raise FullRefreshRequiredError(
+            RefreshReason.SUBQUERY_SOURCE_CHANGED,
+            f"{', '.join(blocked)} changed: a WHERE subquery reads it, and the rows whose "
+            "filter flips are not bounded by a key",
+        )
+    if isinstance(analysis, RowsAnalysis) and analysis.top_n is not None:
+        general = sorted(str(i) for i, c in moved.items() if c.kind != "append-only")
+        if general:
+            raise FullRefreshRequiredError(
+                RefreshReason.TOP_N_NOT_APPEND_ONLY,
+                f"{', '.join(general)} lost or rewrote rows: the top n may have lost one",
+            )

@@ -90,6 +90,13 @@ class RefreshReason(StrEnum):
     NO_GROUP_KEYS = "no-group-keys"
     # The storage table holds state columns this icemv does not derive for the view.
     STATE_UNKNOWN = "state-unknown"
+    # A table read only by a WHERE subquery changed (sql/subquery_filters.py).
+    SUBQUERY_SOURCE_CHANGED = "subquery-source-changed"
+    # Top-N (sql/top_n.py): appended rows that cannot reach the top n need no write; rows
+    # that can, or a source losing rows, recompute the view.
+    TOP_N_UNREACHED = "top-n-unreached"
+    TOP_N_REACHED = "top-n-reached"
+    TOP_N_NOT_APPEND_ONLY = "top-n-not-append-only"
 
 
 def summary_of(snapshot: Snapshot | None) -> Mapping[str, str]:

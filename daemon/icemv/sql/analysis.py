@@ -3,16 +3,18 @@
 The query is first qualified with sqlglot's `qualify` (stars expanded, every column
 qualified by its table alias, every source fully named) so the delta rewrite can swap
 table references safely, then normalised (sql/normalise.py: CTEs and derived tables
-folded in, ORDER BY without LIMIT dropped, DISTINCT as GROUP BY). Every construct the
-delta rules cannot handle yields a reason code; the MV is then refreshed fully and the
-reason says why.
+folded in, ORDER BY without LIMIT dropped, DISTINCT and set operations as GROUP BY, NOT IN
+as NOT EXISTS). A root ORDER BY ... LIMIT is split off as a top-N (sql/top_n.py). Every
+construct the delta rules cannot handle yields a reason code; the MV is then refreshed
+fully and the reason says why. Subqueries no key bounds are accepted in the WHERE, with
+the tables they read recomputing the view when they change (sql/subquery_filters.py).
 
 Pure: the sources' schemas come from a `SourceResolver`; no catalog I/O here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 from sqlglot import exp
@@ -28,6 +30,8 @@ from icemv.sql.keys import KeyClass, key_class
 from icemv.sql.normalise import normalise
 from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
+from icemv.sql.subquery_filters import filter_subquery_sources
+from icemv.sql.top_n import TopN, split_top_n
 
 Shape = Literal["rows", "aggregate"]
 AggregateFunc = Literal[
@@ -111,6 +115,11 @@ class RowsAnalysis:
     rewrites: tuple[str, ...] = ()
     # Set when the delta comes from the affected keys (sql/keys.py), not from the terms.
     keyed: KeyClass | None = None
+    # Sources read only by WHERE subqueries: a change to one recomputes the view
+    # (sql/subquery_filters.py).
+    recompute_on: frozenset[Identifier] = frozenset()
+    # ORDER BY ... LIMIT n at the root (sql/top_n.py); `query` is then the query without it.
+    top_n: TopN | None = None
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "rows"
 
@@ -133,6 +142,8 @@ class AggregateAnalysis:
     # GROUPING SETS / ROLLUP / CUBE: a union of groupings, told apart by a hidden grouping
     # id (sql/state.py); `keys` are every grouping expression, NULL where rolled up.
     grouping_sets: bool = False
+    # Sources read only by WHERE subqueries (sql/subquery_filters.py).
+    recompute_on: frozenset[Identifier] = frozenset()
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
@@ -216,22 +227,41 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
         return NotMaintainable(("unresolvable",), ("not a query after qualification",))
     exact.restore(qualified)
     normalised = normalise(qualified)
-    reasons, details = unsupported_constructs(normalised.query, _SUPPORTED_AGGREGATES)
-    if "grouping-sets" in reasons and _top_grouping_sets_only(normalised.query):
+    query, top_n = normalised.query, None
+    if isinstance(query, exp.Select) and query.args.get("limit"):
+        split = split_top_n(query)
+        if isinstance(split, str):
+            return NotMaintainable(("limit",), (split,), tuple(sources), normalised.rewrites)
+        query, top_n = split
+    reasons, details = unsupported_constructs(query, _SUPPORTED_AGGREGATES)
+    if "grouping-sets" in reasons and _top_grouping_sets_only(query):
         at = reasons.index("grouping-sets")  # the view's own GROUP BY: a union of groupings
         del reasons[at], details[at]
     keyed: KeyClass | None = None
+    recompute_on: frozenset[Identifier] = frozenset()
     if reasons and set(reasons) <= _KEYED:
-        found = key_class(normalised.query)
+        found = key_class(query)
         if isinstance(found, KeyClass):
             keyed, reasons = found, []
         else:
             details.append(f"no affected keys: {found}")
+            filtered = filter_subquery_sources(query) if reasons == ["subquery"] else None
+            if isinstance(filtered, frozenset):
+                recompute_on, reasons, details = filtered, [], []
     if reasons:
         return NotMaintainable(
             tuple(reasons), tuple(details), tuple(sources), rewrites=normalised.rewrites
         )
-    return _shape(normalised.query, tuple(sources), normalised.rewrites, keyed)
+    shaped = _shape(query, tuple(sources), normalised.rewrites, keyed)
+    if isinstance(shaped, NotMaintainable):
+        return shaped
+    shaped = replace(shaped, recompute_on=recompute_on)
+    if top_n is None:
+        return shaped
+    if not isinstance(shaped, RowsAnalysis) or shaped.keyed is not None:
+        why = "top-N over rows an append may remove (an aggregate, an outer join, a window)"
+        return NotMaintainable(("limit",), (why,), tuple(sources), normalised.rewrites)
+    return replace(shaped, top_n=top_n)
 
 
 def _grouping_nodes(node: exp.Expr) -> list[exp.Expr]:

@@ -10,6 +10,8 @@ from collections.abc import Collection
 
 from sqlglot import exp
 
+from icemv.sql.setops import union_source
+
 NON_DETERMINISTIC = {
     "rand", "random", "randn", "uuid", "now", "current_timestamp", "current_date",
     "current_time", "localtimestamp", "unix_timestamp", "monotonically_increasing_id",
@@ -48,6 +50,8 @@ def unsupported_constructs(
     """Reason codes and where; `aggregates`: the aggregate functions the delta rules handle
     (their analysis lives in `sql/analysis.py`)."""
     found: dict[str, str] = {}
+    # The UNION ALL a set operation was normalised into (sql/setops.py) has a delta rule.
+    sides = union_source(query) if isinstance(query, exp.Select) else None
 
     def flag(reason: str, node: exp.Expr) -> None:
         found.setdefault(reason, node.sql(dialect="spark")[:120])
@@ -59,6 +63,8 @@ def unsupported_constructs(
             flag("limit", node)
         elif isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
             flag("order-by", node)
+        elif node is sides:
+            continue
         elif (
             isinstance(node, exp.Subquery | exp.Exists)
             or (
@@ -77,6 +83,8 @@ def unsupported_constructs(
                 flag("semi-join", node)
         elif isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Select):
             flag("distinct", node)
+        elif isinstance(node, exp.Intersect | exp.Except) and not node.args.get("distinct"):
+            flag("set-operation-all", node)
         elif (isinstance(node, exp.Union) and node.args.get("distinct")) or isinstance(
             node, exp.Intersect | exp.Except
         ):

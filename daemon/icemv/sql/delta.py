@@ -4,7 +4,8 @@ For a select over table occurrences r1..rn, of which some changed:
     ΔV = Σ_i  Q(r1..r(i-1) at new, Δri, r(i+1)..rn at old)
 which is exact under bag semantics for any inner joins, filters and projections, self-joins
 included (each occurrence is a term). Every output row carries the weight of the delta row
-it came from (+1 insert, -1 delete). UNION ALL is the sum of its branches' deltas.
+it came from (+1 insert, -1 delete). UNION ALL is the sum of its branches' deltas, also as
+the derived table a set operation's GROUP BY reads (sql/setops.py).
 
 A keyed query (sql/keys.py: windows, outer and semi joins, derived tables) has instead
     dV = Q(sources|K at new) - Q(sources|K at old),  K = the keys its changes touch.
@@ -22,6 +23,7 @@ from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis, RowsAnal
 from icemv.sql.keys import KEY_META
 from icemv.sql.names import ANY, KEY, KEYS, WEIGHT, argument_column, key_column
 from icemv.sql.pinning import pin_tables, table_at
+from icemv.sql.setops import union_source
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,37 @@ def pre_aggregation_delta(analysis: AggregateAnalysis, inputs: DeltaInputs) -> e
     select.set("having", None)
     if analysis.keyed is not None and analysis.keyed.needs_keys(inputs.delta_views):
         return keyed_delta(select, inputs)
+    if union_source(select) is not None:
+        return _over_union_delta(select, inputs)
     return _union_all(_terms(select, inputs))
+
+
+def _over_union_delta(select: exp.Select, inputs: DeltaInputs) -> exp.Query | None:
+    """`select` over (B1 UNION ALL .. Bk) u is linear in u: the same select over the
+    branches' delta terms, each renamed to the first branch's columns, weight carried."""
+    derived = union_source(select)
+    assert derived is not None
+    branches = selects_of(derived.this)
+    names = [p.alias_or_name for p in branches[0].expressions]
+    terms = []
+    for branch in branches:
+        for term in _terms(branch, inputs):
+            *values, weight = term.expressions
+            renamed = [
+                exp.alias_(v.this if isinstance(v, exp.Alias) else v, name, quoted=True)
+                for v, name in zip(values, names, strict=True)
+            ]
+            term.set("expressions", [*renamed, weight])
+            terms.append(term)
+    delta = _union_all(terms)
+    if delta is None:
+        return None
+    over = select.copy()
+    over_source = union_source(over)
+    assert over_source is not None
+    over_source.set("this", delta)
+    weight = exp.column(WEIGHT, table=derived.alias_or_name, quoted=True)
+    return over.select(exp.alias_(weight, WEIGHT, quoted=True), copy=False)
 
 
 def query_at(

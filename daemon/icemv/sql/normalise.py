@@ -18,6 +18,10 @@ one such form into an equivalent one the rules handle, and says what it did, so
 5. `lift_aggregate_subqueries`: `SELECT <exprs of t> FROM (<aggregate>) t WHERE <cond>`
    becomes the aggregate itself, the outer projections substituted and the outer filter
    moved into `HAVING`.
+6. `set_operations_to_group_by` (sql/setops.py, once, after 2): a root `UNION`,
+   `INTERSECT` or `EXCEPT` becomes a GROUP BY over the UNION ALL of its sides.
+7. `not_in_to_not_exists` (sql/not_in.py, once): `a NOT IN (SELECT x ...)` in a WHERE
+   becomes NOT EXISTS conjuncts that keep its NULL semantics.
 
 Passes 3 to 5 repeat until the tree stops changing (a CTE chain folds one level a turn).
 Whatever is left (a derived table joined to another table, a window, ...) keeps its
@@ -31,6 +35,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
+
+from icemv.sql.not_in import not_in_to_not_exists
+from icemv.sql.setops import set_operations_to_group_by
 
 MAX_ROUNDS = 16
 
@@ -50,6 +57,8 @@ def normalise(query: exp.Query) -> Normalised:
     notes: list[str] = []
     query = drop_unordered_sorts(query, notes)
     query = inline_ctes(query, notes)
+    query = set_operations_to_group_by(query, notes)
+    query = not_in_to_not_exists(query, notes)
     for _ in range(MAX_ROUNDS):
         before = query.sql(dialect="spark")
         query = distinct_to_group_by(query, notes)
