@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-latency bench-soak bench-poll lint format typecheck clean image
+.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-arrow bench-latency bench-soak bench-poll lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -63,6 +63,11 @@ chaos: install system-deps
 BENCH_ROWS ?= 1000000,10000000,50000000
 bench: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) --out bench-results/refresh.json
+
+# A small append refreshed by the Arrow path against the Spark path (medians, fleet cost).
+ARROW_ROWS ?= 1000000
+bench-arrow: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_arrow --rows $(ARROW_ROWS) --append 1000 --rounds 3
 
 # Commit-to-fresh latency, Kafka vs poll-only, and the event path alone.
 LATENCY_ROWS ?= 10000000

@@ -49,8 +49,12 @@ def arrow_route(plan: IncrementalPlan, max_rows: int, driver_max_rows: int) -> A
     ((identifier, change),) = plan.moved.items()
     if change.kind != "append-only":
         return f"{identifier} changed by more than appends"
-    if change.changed_records > max_rows:
-        return f"{change.changed_records} changed rows > refresh.arrow_max_rows {max_rows}"
+    limit = min(max_rows, driver_max_rows)  # the patch is committed from the driver too
+    if change.changed_records > limit:
+        return (
+            f"{change.changed_records} changed rows > {limit} "
+            "(refresh.arrow_max_rows, driver_commit_max_rows)"
+        )
     base = plan.base
     source = base.reads.load_table(identifier)
     source_schema = read_schema(source, change).as_arrow()
