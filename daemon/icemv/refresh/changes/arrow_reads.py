@@ -72,6 +72,10 @@ class AppendedRowsCache:
                 self._loading.pop(key, None)
             loading.done.set()
 
+    def count_files(self, files: int) -> None:
+        with self._lock:
+            self.files_read += files
+
     def _keep(self, key: PieceKey, rows: pa.Table) -> None:
         size = rows.nbytes
         with self._lock:
@@ -150,7 +154,7 @@ def _added_rows(
     ]
     if any(f.content != DataFileContent.DATA for f in files):
         raise ArrowUnsupportedError(f"append snapshot {snapshot.snapshot_id} added delete files")
-    cache.files_read += len(files)
+    cache.count_files(len(files))
     if not files:
         return schema.as_arrow().empty_table()
     scan = ArrowScan(table.metadata, io, schema, AlwaysTrue())

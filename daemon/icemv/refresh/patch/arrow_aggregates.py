@@ -7,7 +7,8 @@ the merge rules name (aggregate_rules.py), and each touched group's stored row (
 with pyiceberg, filtered by the keys' bounds) is merged with its delta by the rules'
 own expressions, compiled by sql/arrow_expr.py over `t` (stored) and `s` (delta). The
 stored rows of touched groups are replaced by the merged ones, rewriting only the files
-that hold them (row_images.py), in one driver commit.
+that hold them (found by the keys' bounds, as row_images.py finds row images), in one
+driver commit.
 
 Only COUNT, SUM, MIN, MAX and AVG (not over DECIMAL), group keys that are not floating
 point (NaN and -0.0 group as Spark groups them, not as Python compares), no HAVING or
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.types import IcebergType
 from sqlglot import exp
@@ -31,7 +35,7 @@ from icemv.refresh.patch.aggregate_rules import merge_rules
 from icemv.refresh.patch.arrow_rows import check_types
 from icemv.refresh.patch.arrow_select import ArrowSelect, compile_select
 from icemv.refresh.patch.model import DriverPatch
-from icemv.refresh.patch.row_images import bounds_filter, rewrite_row_images
+from icemv.refresh.patch.row_images import bounds_filter
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.arrow_expr import ArrowExpr, Fields, compile_expr
 from icemv.sql.names import WEIGHT, argument_column, key_column
@@ -72,7 +76,7 @@ class ArrowAggregateDelta:
         if rows.num_rows == 0:
             return DriverPatch(0, 0, empty)
         grouped = self._grouped(rows)
-        stored = self._stored(grouped, storage, snapshot_id)
+        stored = self._stored(grouped, storage, snapshot_id, max_rows)
         joined = self._joined(grouped, stored)
         if self.extremes:
             _refuse_nan(joined)
@@ -80,15 +84,8 @@ class ArrowAggregateDelta:
             [v.evaluate(joined) for v in self.values], names=empty.column_names
         )
         merged = conform_to_storage(merged, storage)
-        old = stored.matched
-        copies = [-1] * old.num_rows + [1] * merged.num_rows
-        net = pa.concat_tables([old, merged]).append_column(
-            "__icemv_net", pa.array(copies, pa.int64())
-        )
-        rewrite = rewrite_row_images(storage, snapshot_id, net, max_rows)
-        if rewrite is None:
-            raise ArrowUnsupportedError("the storage files to rewrite are too large")
-        return DriverPatch(rewrite.inserted, rewrite.deleted, rewrite.rows, rewrite.replaces)
+        content = pa.concat_tables([*stored.survivors, merged])
+        return DriverPatch(merged.num_rows, stored.matched.num_rows, content, stored.replaces)
 
     def _grouped(self, rows: pa.Table) -> pa.Table:
         """One row per touched group: `s`'s key columns and every rule's delta."""
@@ -115,22 +112,34 @@ class ArrowAggregateDelta:
             columns[d.alias] = grouped.column(f"__in{n}_{d.function}")
         return pa.table(columns)
 
-    def _stored(self, grouped: pa.Table, storage: Table, snapshot_id: int) -> _Stored:
-        """The stored rows of the touched groups, by group key."""
+    def _stored(
+        self, grouped: pa.Table, storage: Table, snapshot_id: int, max_rows: int
+    ) -> _Stored:
+        """The stored rows of the touched groups, and the files holding them (read whole
+        with pyiceberg: each is replaced by its other rows, `survivors`)."""
+        key_outputs = list(self.key_outputs)
         keys = grouped.select([key_column(i) for i in range(len(self.keys))])
-        keys = keys.rename_columns(list(self.key_outputs))
+        keys = keys.rename_columns(key_outputs)
         scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(keys))
-        candidates = conform_to_storage(scan.to_arrow(), storage)
+        tasks = list(scan.plan_files())
+        if sum(task.file.record_count for task in tasks) > max_rows:
+            raise ArrowUnsupportedError("the storage files to rewrite are too large")
         wanted = set(_tuples(keys))
-        position: dict[tuple[Hashable, ...], int] = {}
-        for index, key in enumerate(_tuples(candidates.select(list(self.key_outputs)))):
-            if key in wanted:
-                position.setdefault(key, index)
-        picked = sorted(position.values())
-        matched = candidates.take(pa.array(picked, pa.int64()))
-        where = {key: i for i, key in enumerate(_tuples(matched.select(list(self.key_outputs))))}
+        reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
+        hits, survivors, replaces = [], [], []
+        for task in tasks:
+            rows = conform_to_storage(reader.to_table([task]), storage)
+            hit = pa.array([key in wanted for key in _tuples(rows.select(key_outputs))])
+            if pc.any(hit).as_py():
+                hits.append(rows.filter(hit))
+                survivors.append(rows.filter(pc.invert(hit)))
+                replaces.append(task.file)
+        matched = pa.concat_tables(hits) if hits else storage.schema().as_arrow().empty_table()
+        where: dict[tuple[Hashable, ...], int] = {}
+        for index, key in enumerate(_tuples(matched.select(key_outputs))):
+            where.setdefault(key, index)
         indices = [where.get(key) for key in _tuples(keys)]
-        return _Stored(matched, indices)
+        return _Stored(matched, indices, survivors, tuple(replaces))
 
     def _joined(self, grouped: pa.Table, stored: _Stored) -> pa.Table:
         """Each delta group beside its stored row (`t.*` NULL for a new group)."""
@@ -142,8 +151,10 @@ class ArrowAggregateDelta:
 
 @dataclass(frozen=True)
 class _Stored:
-    matched: pa.Table  # one stored row per touched group that exists
+    matched: pa.Table  # the stored row of each touched group that exists
     indices: list[int | None]  # per delta group: its row in `matched`, None if new
+    survivors: list[pa.Table]  # the other rows of the files holding them
+    replaces: tuple[DataFile, ...]  # those files
 
 
 def _tuples(table: pa.Table) -> list[tuple[Hashable, ...]]:
