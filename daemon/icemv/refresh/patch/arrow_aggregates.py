@@ -72,20 +72,36 @@ class ArrowAggregateDelta:
         self, appended: pa.Table, storage: Table, snapshot_id: int, max_rows: int
     ) -> DriverPatch:
         rows = self.select.filtered(appended)
-        empty = storage.schema().as_arrow().empty_table()
         if rows.num_rows == 0:
-            return DriverPatch(0, 0, empty)
+            return DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
         grouped = self._grouped(rows)
         stored = self._stored(grouped, storage, snapshot_id, max_rows)
-        joined = self._joined(grouped, stored)
-        if self.extremes:
-            _refuse_nan(joined)
-        merged = pa.Table.from_arrays(
-            [v.evaluate(joined) for v in self.values], names=empty.column_names
-        )
-        merged = conform_to_storage(merged, storage)
+        merged = conform_to_storage(self._merge(grouped, stored.matched), storage)
         content = pa.concat_tables([*stored.survivors, merged])
         return DriverPatch(merged.num_rows, stored.matched.num_rows, content, stored.replaces)
+
+    def merged(self, appended: pa.Table, stored: pa.Table) -> pa.Table:
+        """The new storage row of every group the appended rows touch, merged with its row
+        in `stored` (storage rows by storage column; other groups' rows are ignored)."""
+        return self._merge(self._grouped(self.select.filtered(appended)), stored)
+
+    def _merge(self, grouped: pa.Table, stored: pa.Table) -> pa.Table:
+        """Each delta group beside its stored row (`t.*` NULL for a new group), merged by
+        the rules' values."""
+        key_outputs = list(self.key_outputs)
+        where: dict[tuple[Hashable, ...], int] = {}
+        for index, key in enumerate(_tuples(stored.select(key_outputs))):
+            where.setdefault(key, index)
+        keys = grouped.select([key_column(i) for i in range(len(self.keys))])
+        aligned = stored.take(pa.array([where.get(key) for key in _tuples(keys)], pa.int64()))
+        columns = {f"s.{name}": grouped.column(name) for name in grouped.column_names}
+        columns.update({f"t.{name}": aligned.column(name) for name in aligned.column_names})
+        joined = pa.table(columns)
+        if self.extremes:
+            _refuse_nan(joined)
+        return pa.Table.from_arrays(
+            [v.evaluate(joined) for v in self.values], names=stored.column_names
+        )
 
     def _grouped(self, rows: pa.Table) -> pa.Table:
         """One row per touched group: `s`'s key columns and every rule's delta."""
@@ -135,24 +151,12 @@ class ArrowAggregateDelta:
                 survivors.append(rows.filter(pc.invert(hit)))
                 replaces.append(task.file)
         matched = pa.concat_tables(hits) if hits else storage.schema().as_arrow().empty_table()
-        where: dict[tuple[Hashable, ...], int] = {}
-        for index, key in enumerate(_tuples(matched.select(key_outputs))):
-            where.setdefault(key, index)
-        indices = [where.get(key) for key in _tuples(keys)]
-        return _Stored(matched, indices, survivors, tuple(replaces))
-
-    def _joined(self, grouped: pa.Table, stored: _Stored) -> pa.Table:
-        """Each delta group beside its stored row (`t.*` NULL for a new group)."""
-        aligned = stored.matched.take(pa.array(stored.indices, pa.int64()))
-        columns = {f"s.{name}": grouped.column(name) for name in grouped.column_names}
-        columns.update({f"t.{name}": aligned.column(name) for name in aligned.column_names})
-        return pa.table(columns)
+        return _Stored(matched, survivors, tuple(replaces))
 
 
 @dataclass(frozen=True)
 class _Stored:
     matched: pa.Table  # the stored row of each touched group that exists
-    indices: list[int | None]  # per delta group: its row in `matched`, None if new
     survivors: list[pa.Table]  # the other rows of the files holding them
     replaces: tuple[DataFile, ...]  # those files
 
