@@ -20,19 +20,12 @@ from icemv.mv.model import load_materialized_view
 from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
 from tests.support.oracle import assert_matches_oracle, spark_writes_only
-from tests.support.tables import append_trips, create_trips
+from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
 
 D1, D2 = dt.date(2024, 1, 1), dt.date(2024, 1, 2)
-ROWS = [
-    (1, "a", 10.0, D1),
-    (2, "a", 12.5, D1),
-    (3, "b", None, D1),
-    (4, None, 7.5, D2),
-    (5, "b", 2.5, D2),
-    (6, "b", 4.0, D2),
-]
+ROWS = SAMPLE_TRIPS
 STATS = (
     "SELECT vendor, avg(fare) AS mean, sum(fare) AS total, stddev(fare) AS sd, "
     "stddev_pop(fare) AS sdp, variance(fare) AS v, var_pop(fare) AS vp "

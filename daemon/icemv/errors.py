@@ -108,6 +108,12 @@ class FullRefreshRequiredError(IcemvError):
         self.detail = detail
 
 
+class ArrowUnsupportedError(IcemvError, ValueError):
+    """The delta is not computed on the driver in Arrow (sql/arrow_expr.py and the Arrow
+    patches): an expression outside the subset whose Spark semantics Arrow matches, or a
+    change or storage read too large; the message says which, and Spark computes it."""
+
+
 class StorageCommitConflictError(IcemvError, RuntimeError):
     """The storage table moved since the refresh was planned."""
 

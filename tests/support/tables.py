@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -19,6 +20,17 @@ TRIPS = pa.schema(
         pa.field("day", pa.date32()),
     ]
 )
+
+
+# Two vendors, a NULL vendor and a NULL fare, over two days: most shapes' edge cases.
+SAMPLE_TRIPS: list[tuple[Any, ...]] = [
+    (1, "a", 10.0, dt.date(2024, 1, 1)),
+    (2, "a", 12.5, dt.date(2024, 1, 1)),
+    (3, "b", None, dt.date(2024, 1, 1)),
+    (4, None, 7.5, dt.date(2024, 1, 2)),
+    (5, "b", 2.5, dt.date(2024, 1, 2)),
+    (6, "b", 4.0, dt.date(2024, 1, 2)),
+]
 
 
 def trips(rows: list[tuple[Any, ...]]) -> pa.Table:

@@ -6,19 +6,32 @@ storage patch, and commit it in one snapshot carrying the new refresh-state. The
 asserts main is still where the plan found it: from the driver by pyiceberg, or through
 a private branch for Spark writes. Anything that makes a correct delta impossible raises
 FullRefreshRequiredError with the reason.
+
+One decision, at plan time (`arrow_route`): a small append to the one source of a filter
+or merged GROUP BY view is computed in Arrow on the driver, no Spark job; anything else
+(or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by Spark. The
+result says which engine computed the delta and, for Spark, why not Arrow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import structlog
+
+from icemv.errors import ArrowUnsupportedError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
+from icemv.refresh.changes.arrow_reads import AppendedRowsCache, shared_cache
 from icemv.refresh.changes.reader import ChangeReader, change_reader
 from icemv.refresh.commit.branch import commit_via_branch
 from icemv.refresh.commit.driver import commit_rows
 from icemv.refresh.commit.spark_write import run_with_commit_properties
 from icemv.refresh.patch.aggregates import merge_aggregates_patch, recompute_groups_patch
+from icemv.refresh.patch.arrow_route import ArrowRoute, arrow_route
 from icemv.refresh.patch.model import (
     DriverPatch,
     PatchTarget,
@@ -41,35 +54,48 @@ from icemv.sql.state import state_query
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+ENGINE_ARROW, ENGINE_SPARK = "arrow", "spark"
+log = structlog.get_logger(__name__)
+
 
 def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None) -> RefreshResult:
     phases = phases or PhaseClock()
-    phases.end("plan")
     base = plan.base
     lakehouse = base.reads.lakehouse
+    settings = lakehouse.config.refresh
+    moved = bool(plan.moved)
+    # The one decision between the Arrow and the Spark delta, before any row is read.
+    route: ArrowRoute | str | None = _route(plan, lakehouse)
+    phases.end("plan")
     storage = base.storage
     spark = lakehouse.spark
     views = TempViews(spark)
-    moved = bool(plan.moved)
     mode = RefreshMode.INCREMENTAL if moved else RefreshMode.NO_OP
     reason = RefreshReason.SOURCE_CHANGED if moved else RefreshReason.NO_LOGICAL_CHANGE
     planned_from = plan.planned_from.snapshot_id
+    engine: str | None = None
     try:
         with change_reader(spark, lakehouse.catalog_name) as reader:
-            patch: StoragePatch
+            patch: StoragePatch | None = None
+            scanned = 0
             if moved:
                 target = PatchTarget(
                     storage,
                     base.mv.storage,
                     lakehouse.catalog_name,
                     planned_from,
-                    lakehouse.config.refresh.driver_commit_max_rows,
+                    settings.driver_commit_max_rows,
                 )
-                # Top-level columns only (`column_names` also names an array's elements).
-                outputs = [f.name for f in storage.schema().fields]
-                patch = _prepare_patch(plan, reader, views, outputs, target, phases)
-                if isinstance(plan.analysis, RowsAnalysis) and plan.analysis.top_n is not None:
-                    mode, reason = RefreshMode.NO_OP, RefreshReason.TOP_N_UNREACHED
+                if isinstance(route, ArrowRoute):
+                    cache = shared_cache(settings.arrow_cache_bytes)
+                    patch, scanned, route = _arrow_patch(route, target, cache, phases)
+                if patch is None:
+                    # Top-level columns only (`column_names` also names an array's elements).
+                    outputs = [f.name for f in storage.schema().fields]
+                    patch = _prepare_patch(plan, reader, views, outputs, target, phases)
+                    if isinstance(plan.analysis, RowsAnalysis) and plan.analysis.top_n is not None:
+                        mode, reason = RefreshMode.NO_OP, RefreshReason.TOP_N_UNREACHED
+                engine = ENGINE_ARROW if route is None else ENGINE_SPARK
             else:  # sources moved only by compaction: a new refresh record, no data change
                 patch = DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
                 phases.end("changes")
@@ -81,12 +107,14 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
                     StorageWrite.DRIVER if isinstance(patch, DriverPatch) else StorageWrite.SPARK
                 ),
             }
+            if engine is not None:
+                details[SummaryKey.ENGINE] = engine
             if patch.rows_inserted is not None:
                 details[SummaryKey.ROWS_INSERTED] = str(patch.rows_inserted)
             if patch.rows_deleted is not None:
                 details[SummaryKey.ROWS_DELETED] = str(patch.rows_deleted)
             properties = commit_properties(base.state, details)
-            scanned = reader.records_scanned
+            scanned += reader.records_scanned
             if isinstance(patch, DriverPatch):
                 commit_rows(storage, planned_from, patch.rows, patch.replaces, properties)
             else:
@@ -96,9 +124,38 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
             phases.end("commit")
     finally:
         views.drop()
-    return result_of_commit(
+    result = result_of_commit(
         base, mode, reason, properties, patch.rows_inserted, patch.rows_deleted, scanned, phases
     )
+    return dataclasses.replace(
+        result,
+        engine=engine,
+        engine_reason=route if engine == ENGINE_SPARK and isinstance(route, str) else None,
+    )
+
+
+def _route(plan: IncrementalPlan, lakehouse: Lakehouse) -> ArrowRoute | str:
+    """The Arrow route, or why Spark computes the delta."""
+    if str(lakehouse.config.spark.conf.get("spark.sql.ansi.enabled", "")).lower() == "true":
+        return "spark.sql.ansi.enabled: Spark fails on overflow and bad casts, Arrow would not"
+    settings = lakehouse.config.refresh
+    return arrow_route(plan, settings.arrow_max_rows, settings.driver_commit_max_rows)
+
+
+def _arrow_patch(
+    route: ArrowRoute, target: PatchTarget, cache: AppendedRowsCache, phases: PhaseClock
+) -> tuple[DriverPatch | None, int, ArrowRoute | str | None]:
+    """The patch computed in Arrow, the source rows read, and None as the route taken;
+    or no patch and why, when the rows show the Arrow path cannot take it after all."""
+    try:
+        appended = route.read(cache)
+        phases.end("changes")
+        return route.patch(appended, target), appended.num_rows, None
+    except ArrowUnsupportedError as exc:
+        return None, 0, str(exc)
+    except pa.ArrowException as exc:  # a kernel the subset should not have reached: Spark
+        log.warning("arrow_delta_failed", mv=str(target.identifier), error=str(exc))
+        return None, 0, f"Arrow failed: {exc}"
 
 
 def _prepare_patch(

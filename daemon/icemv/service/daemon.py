@@ -229,6 +229,8 @@ class Daemon:
             attempts=result.attempts,
             source_rows_read=result.source_rows_read,
             phase_seconds=dict(result.phase_seconds),
+            engine=result.engine,
+            engine_reason=result.engine_reason,
         )
         mv = self.index.snapshot.mvs.get(result.mv)
         if mv is not None:

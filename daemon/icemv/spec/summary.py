@@ -49,6 +49,7 @@ class SummaryKey(StrEnum):
     MODE = "icemv.mode"
     REASON = "icemv.reason"
     STORAGE_WRITE = "icemv.storage-write"
+    ENGINE = "icemv.engine"  # who computed an incremental delta: `arrow` or `spark`
     ROWS_INSERTED = "icemv.rows-inserted"
     ROWS_DELETED = "icemv.rows-deleted"
 

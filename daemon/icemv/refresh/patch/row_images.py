@@ -57,7 +57,7 @@ def rewrite_row_images(
     if not doomed:
         return RowRewrite(inserted, (), inserted.num_rows, 0)
     negatives = images.filter(pa.array([n < 0 for n in copies]))
-    scan = storage.scan(snapshot_id=snapshot_id, row_filter=_bounds(negatives))
+    scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(negatives))
     tasks = list(scan.plan_files())
     if sum(task.file.record_count for task in tasks) > max_rows:
         return None
@@ -92,7 +92,7 @@ _PRUNABLE = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string,
              pa.types.is_date, pa.types.is_decimal)  # fmt: skip
 
 
-def _bounds(negatives: pa.Table) -> BooleanExpression:
+def bounds_filter(negatives: pa.Table) -> BooleanExpression:
     """Rows that may equal one of `negatives`: per column, within its min..max or NULL."""
     terms: list[BooleanExpression] = []
     for name, column in zip(negatives.column_names, negatives.columns, strict=True):

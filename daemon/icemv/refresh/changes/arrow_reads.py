@@ -1,0 +1,161 @@
+"""Rows an append-only range added, read on the driver with pyiceberg, shared across MVs.
+
+An `append` snapshot only adds data files, and no later append deletes from them, so the
+rows a range of appends added are exactly the rows of the files each snapshot added: read
+whole with pyiceberg's ArrowScan, no Spark job. Each snapshot's piece is cached per
+process, keyed by (table uuid, snapshot id, schema id), bounded by bytes (least recently
+used goes first), so N MVs over one source read each appended file once, and MVs whose
+recorded snapshots differ read the union of their ranges: a range is the concatenation
+of its snapshots' pieces. Thread-safe: a piece being read by one refresh is awaited by
+the others, not read again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
+from pyiceberg.schema import Schema
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.snapshots import Snapshot
+
+from icemv.errors import ArrowUnsupportedError
+from icemv.refresh.changes.classify import SourceChange
+
+PieceKey = tuple[str, int, int]  # table uuid, snapshot id, schema id
+
+
+@dataclass
+class _Loading:
+    done: threading.Event = field(default_factory=threading.Event)
+    rows: pa.Table | None = None
+
+
+class AppendedRowsCache:
+    """Arrow rows each append snapshot added, bounded by `max_bytes`."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._pieces: OrderedDict[PieceKey, pa.Table] = OrderedDict()
+        self._loading: dict[PieceKey, _Loading] = {}
+        self._bytes = 0
+        self.files_read = 0  # data files read since the process started (for tests, metrics)
+
+    def piece(self, key: PieceKey, load: Callable[[], pa.Table]) -> pa.Table:
+        """The cached piece for `key`, else `load()`ed once (concurrent callers wait)."""
+        with self._lock:
+            cached = self._pieces.get(key)
+            if cached is not None:
+                self._pieces.move_to_end(key)
+                return cached
+            loading = self._loading.get(key)
+            owner = loading is None
+            if loading is None:
+                loading = self._loading[key] = _Loading()
+        if not owner:
+            loading.done.wait()
+            return loading.rows if loading.rows is not None else load()
+        try:
+            rows = load()
+            loading.rows = rows
+            self._keep(key, rows)
+            return rows
+        finally:
+            with self._lock:
+                self._loading.pop(key, None)
+            loading.done.set()
+
+    def count_files(self, files: int) -> None:
+        with self._lock:
+            self.files_read += files
+
+    def _keep(self, key: PieceKey, rows: pa.Table) -> None:
+        size = rows.nbytes
+        with self._lock:
+            if size > self.max_bytes or key in self._pieces:
+                return
+            self._pieces[key] = rows
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, gone = self._pieces.popitem(last=False)
+                self._bytes -= gone.nbytes
+
+    def resize(self, max_bytes: int) -> None:
+        with self._lock:
+            self.max_bytes = max_bytes
+            while self._pieces and self._bytes > max_bytes:
+                _, gone = self._pieces.popitem(last=False)
+                self._bytes -= gone.nbytes
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
+
+
+_SHARED = AppendedRowsCache(0)
+
+
+def shared_cache(max_bytes: int) -> AppendedRowsCache:
+    """The process-wide cache, bounded by `max_bytes` (the configured bound wins)."""
+    if _SHARED.max_bytes != max_bytes:
+        _SHARED.resize(max_bytes)
+    return _SHARED
+
+
+def read_schema(table: Table, change: SourceChange) -> Schema:
+    """The schema the range is read with: the pinned snapshot's, as Spark reads it."""
+    snapshot = table.metadata.snapshot_by_id(change.new_snapshot_id or -1)
+    schema_id = snapshot.schema_id if snapshot and snapshot.schema_id is not None else None
+    if schema_id is None:
+        return table.schema()
+    for schema in table.metadata.schemas:
+        if schema.schema_id == schema_id:
+            return schema
+    return table.schema()
+
+
+def appended_rows(table: Table, change: SourceChange, cache: AppendedRowsCache) -> pa.Table:
+    """Every row the append-only range `change` added, under its pinned schema."""
+    if change.kind != "append-only":
+        raise ArrowUnsupportedError(f"{change.identifier} changed by more than appends")
+    schema = read_schema(table, change)
+    uuid = str(table.metadata.table_uuid)
+    pieces = [
+        cache.piece(
+            (uuid, s.snapshot_id, schema.schema_id),
+            lambda s=s: _added_rows(table, s, schema, cache),  # type: ignore[misc]
+        )
+        for s in change.snapshots
+    ]
+    target = schema.as_arrow()
+    if not pieces:
+        return target.empty_table()
+    rows = pa.concat_tables(pieces, promote_options="permissive")
+    return rows if rows.schema == target else rows.cast(target)
+
+
+def _added_rows(
+    table: Table, snapshot: Snapshot, schema: Schema, cache: AppendedRowsCache
+) -> pa.Table:
+    io = table.io
+    files = [
+        entry.data_file
+        for manifest in snapshot.manifests(io)
+        if manifest.added_snapshot_id == snapshot.snapshot_id
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
+        if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot.snapshot_id
+    ]
+    if any(f.content != DataFileContent.DATA for f in files):
+        raise ArrowUnsupportedError(f"append snapshot {snapshot.snapshot_id} added delete files")
+    cache.count_files(len(files))
+    if not files:
+        return schema.as_arrow().empty_table()
+    scan = ArrowScan(table.metadata, io, schema, AlwaysTrue())
+    return scan.to_table([FileScanTask(f) for f in files])

@@ -1,0 +1,259 @@
+"""An insert-only delta of a GROUP BY view merged into its storage rows, in Arrow.
+
+The same merge as `aggregates.merge_aggregates_patch`, evaluated on the driver: the
+appended rows pass the WHERE, give each row its group keys and aggregate arguments (the
+pre-aggregation delta), are grouped with `Table.group_by().aggregate()` into the deltas
+the merge rules name (aggregate_rules.py), and each touched group's stored row (read
+with pyiceberg, filtered by the keys' bounds) is merged with its delta by the rules'
+own expressions, compiled by sql/arrow_expr.py over `t` (stored) and `s` (delta). The
+stored rows of touched groups are replaced by the merged ones, rewriting only the files
+that hold them (found by the keys' bounds, as row_images.py finds row images), in one
+driver commit.
+
+Only COUNT, SUM, MIN, MAX and AVG (not over DECIMAL), group keys that are not floating
+point (NaN and -0.0 group as Spark groups them, not as Python compares), no HAVING or
+derived columns: everything else stays with Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
+from pyiceberg.types import IcebergType
+from sqlglot import exp
+
+from icemv.errors import ArrowUnsupportedError
+from icemv.refresh.commit.driver import conform_to_storage
+from icemv.refresh.patch.aggregate_rules import merge_rules
+from icemv.refresh.patch.arrow_rows import check_types
+from icemv.refresh.patch.arrow_select import ArrowSelect, compile_select
+from icemv.refresh.patch.model import DriverPatch
+from icemv.refresh.patch.row_images import bounds_filter
+from icemv.sql.analysis import AggregateAnalysis
+from icemv.sql.arrow_expr import ArrowExpr, Fields, compile_expr
+from icemv.sql.names import WEIGHT, argument_column, key_column
+from icemv.sql.state import StateColumn
+
+_MERGED = frozenset({"count_star", "count", "sum", "min", "max", "avg"})
+# The rules' delta aggregates, as Arrow's hash aggregations.
+_HASH: dict[type[exp.Expr], str] = {
+    exp.Sum: "sum",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.Count: "count",
+}
+
+
+@dataclass(frozen=True)
+class _DeltaColumn:
+    alias: str  # the rule's name for it (`s.alias`)
+    input: ArrowExpr  # over the pre-aggregation rows
+    function: str  # Arrow hash aggregation
+
+
+@dataclass(frozen=True)
+class ArrowAggregateDelta:
+    select: ArrowSelect
+    keys: tuple[ArrowExpr, ...]
+    arguments: tuple[tuple[str, ArrowExpr], ...]  # pre-aggregation column -> value
+    deltas: tuple[_DeltaColumn, ...]
+    key_outputs: tuple[str, ...]  # storage columns of the group keys, in key order
+    values: tuple[ArrowExpr, ...]  # every storage column's merged value, storage order
+    extremes: bool  # MIN or MAX: NaN orders differently in Spark
+
+    def patch(
+        self, appended: pa.Table, storage: Table, snapshot_id: int, max_rows: int
+    ) -> DriverPatch:
+        rows = self.select.filtered(appended)
+        if rows.num_rows == 0:
+            return DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
+        grouped = self._grouped(rows)
+        stored = self._stored(grouped, storage, snapshot_id, max_rows)
+        merged = conform_to_storage(self._merge(grouped, stored.matched), storage)
+        content = pa.concat_tables([*stored.survivors, merged])
+        return DriverPatch(merged.num_rows, stored.matched.num_rows, content, stored.replaces)
+
+    def merged(self, appended: pa.Table, stored: pa.Table) -> pa.Table:
+        """The new storage row of every group the appended rows touch, merged with its row
+        in `stored` (storage rows by storage column; other groups' rows are ignored)."""
+        return self._merge(self._grouped(self.select.filtered(appended)), stored)
+
+    def _merge(self, grouped: pa.Table, stored: pa.Table) -> pa.Table:
+        """Each delta group beside its stored row (`t.*` NULL for a new group), merged by
+        the rules' values."""
+        key_outputs = list(self.key_outputs)
+        where: dict[tuple[Hashable, ...], int] = {}
+        for index, key in enumerate(_tuples(stored.select(key_outputs))):
+            where.setdefault(key, index)
+        keys = grouped.select([key_column(i) for i in range(len(self.keys))])
+        aligned = stored.take(pa.array([where.get(key) for key in _tuples(keys)], pa.int64()))
+        columns = {f"s.{name}": grouped.column(name) for name in grouped.column_names}
+        columns.update({f"t.{name}": aligned.column(name) for name in aligned.column_names})
+        joined = pa.table(columns)
+        if self.extremes:
+            _refuse_nan(joined)
+        return pa.Table.from_arrays(
+            [v.evaluate(joined) for v in self.values], names=stored.column_names
+        )
+
+    def _grouped(self, rows: pa.Table) -> pa.Table:
+        """One row per touched group: `s`'s key columns and every rule's delta."""
+        pre: dict[str, pa.Array | pa.ChunkedArray] = {
+            key_column(i): k.evaluate(rows) for i, k in enumerate(self.keys)
+        }
+        pre.update({name: value.evaluate(rows) for name, value in self.arguments})
+        pre[WEIGHT] = pa.array([1] * rows.num_rows, pa.int32())  # insert-only: every row +1
+        pre_delta = pa.table(pre)
+        inputs = pa.table(
+            {
+                **{key_column(i): pre_delta.column(key_column(i)) for i in range(len(self.keys))},
+                **{f"__in{n}": d.input.evaluate(pre_delta) for n, d in enumerate(self.deltas)},
+            }
+        )
+        if self.extremes:
+            _refuse_nan(inputs)
+        keys = [key_column(i) for i in range(len(self.keys))]
+        grouped = inputs.group_by(keys, use_threads=False).aggregate(
+            [(f"__in{n}", d.function) for n, d in enumerate(self.deltas)]
+        )
+        columns = {k: grouped.column(k) for k in keys}
+        for n, d in enumerate(self.deltas):
+            columns[d.alias] = grouped.column(f"__in{n}_{d.function}")
+        return pa.table(columns)
+
+    def _stored(
+        self, grouped: pa.Table, storage: Table, snapshot_id: int, max_rows: int
+    ) -> _Stored:
+        """The stored rows of the touched groups, and the files holding them (read whole
+        with pyiceberg: each is replaced by its other rows, `survivors`)."""
+        key_outputs = list(self.key_outputs)
+        keys = grouped.select([key_column(i) for i in range(len(self.keys))])
+        keys = keys.rename_columns(key_outputs)
+        scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(keys))
+        tasks = list(scan.plan_files())
+        if sum(task.file.record_count for task in tasks) > max_rows:
+            raise ArrowUnsupportedError("the storage files to rewrite are too large")
+        wanted = set(_tuples(keys))
+        reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
+        hits, survivors, replaces = [], [], []
+        for task in tasks:
+            rows = conform_to_storage(reader.to_table([task]), storage)
+            hit = pa.array([key in wanted for key in _tuples(rows.select(key_outputs))])
+            if pc.any(hit).as_py():
+                hits.append(rows.filter(hit))
+                survivors.append(rows.filter(pc.invert(hit)))
+                replaces.append(task.file)
+        matched = pa.concat_tables(hits) if hits else storage.schema().as_arrow().empty_table()
+        return _Stored(matched, survivors, tuple(replaces))
+
+
+@dataclass(frozen=True)
+class _Stored:
+    matched: pa.Table  # the stored row of each touched group that exists
+    survivors: list[pa.Table]  # the other rows of the files holding them
+    replaces: tuple[DataFile, ...]  # those files
+
+
+def _tuples(table: pa.Table) -> list[tuple[Hashable, ...]]:
+    # Python equality is null-safe (None == None), as the MERGE's `<=>`.
+    if table.num_columns == 0:
+        return [()] * table.num_rows
+    return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+
+
+def compile_aggregate_delta(
+    analysis: AggregateAnalysis,
+    source: pa.Schema,
+    storage: pa.Schema,
+    state: Sequence[StateColumn],
+    types: Mapping[str, IcebergType],
+) -> ArrowAggregateDelta:
+    funcs = {a.func for a in analysis.aggregates}
+    if analysis.keyed is not None:
+        raise ArrowUnsupportedError("a keyed delta")
+    if funcs - _MERGED or analysis.having or analysis.derived:
+        raise ArrowUnsupportedError(f"aggregates {', '.join(sorted(funcs - _MERGED))} recompute")
+    if "avg" in funcs and not state:
+        raise ArrowUnsupportedError("AVG without state columns recomputes its groups")
+    select = compile_select(analysis.query, source)
+    keys = tuple(select.compile(k.expression) for k in analysis.keys)
+    for key in keys:
+        if pa.types.is_floating(key.type) or pa.types.is_decimal(key.type):
+            raise ArrowUnsupportedError(f"a {key.type} group key")
+    arguments = tuple(
+        (argument_column(i), select.compile(a.argument))
+        for i, a in enumerate(analysis.aggregates)
+        if a.argument is not None
+    )
+    for name, argument in arguments:
+        if pa.types.is_decimal(argument.type):
+            raise ArrowUnsupportedError(f"a DECIMAL aggregate argument ({name})")
+    pre_fields: dict[tuple[str, str], tuple[str, pa.DataType]] = {
+        ("", key_column(i)): (key_column(i), k.type) for i, k in enumerate(keys)
+    }
+    pre_fields.update({("", n): (n, a.type) for n, a in arguments})
+    pre_fields[("", WEIGHT)] = (WEIGHT, pa.int32())
+    outputs = list(storage.names)
+    rules = merge_rules(analysis, outputs, state, types)
+    deltas = tuple(_delta_column(alias, node, pre_fields) for alias, node in rules.deltas.items())
+    s_fields: dict[tuple[str, str], tuple[str, pa.DataType]] = {
+        ("s", key_column(i)): (f"s.{key_column(i)}", k.type) for i, k in enumerate(keys)
+    }
+    s_fields.update({("s", d.alias): (f"s.{d.alias}", _aggregated(d)) for d in deltas})
+    fields = {**s_fields, **{("t", f.name): (f"t.{f.name}", f.type) for f in storage}}
+    key_outputs = tuple(outputs[k.position] for k in analysis.keys)
+    key_of = {name: i for i, name in enumerate(key_outputs)}
+    values: list[ArrowExpr] = []
+    for name in outputs:
+        if name in key_of:
+            values.append(compile_expr(exp.column(key_column(key_of[name]), table="s"), fields))
+        elif name in rules.values:
+            values.append(compile_expr(rules.values[name], fields))
+        else:
+            raise ArrowUnsupportedError(f"no merge rule for storage column {name}")
+    check_types(values, storage)
+    extremes = bool(funcs & {"min", "max"})
+    return ArrowAggregateDelta(
+        select, keys, arguments, deltas, key_outputs, tuple(values), extremes
+    )
+
+
+def _refuse_nan(table: pa.Table) -> None:
+    """Spark orders NaN above every number; Arrow's MIN / MAX skip it: leave it to Spark."""
+    for column in table.columns:
+        if pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py():
+            raise ArrowUnsupportedError("NaN under MIN / MAX")
+
+
+def _delta_column(alias: str, node: exp.Expr, fields: Fields) -> _DeltaColumn:
+    function = _HASH.get(type(node))
+    if function is None:
+        raise ArrowUnsupportedError(f"delta aggregate {node.sql(dialect='spark')[:60]}")
+    value = compile_expr(node.this, fields)
+    if function in ("min", "max") and not (
+        pa.types.is_integer(value.type)
+        or pa.types.is_float64(value.type)
+        or pa.types.is_date32(value.type)
+    ):
+        raise ArrowUnsupportedError(f"{function.upper()} of {value.type}")
+    if function == "sum" and not (
+        pa.types.is_integer(value.type) or pa.types.is_float64(value.type)
+    ):
+        raise ArrowUnsupportedError(f"SUM of {value.type}")
+    return _DeltaColumn(alias, value, function)
+
+
+def _aggregated(delta: _DeltaColumn) -> pa.DataType:
+    """The type of a hash aggregation's result, as Spark's aggregate types it."""
+    if delta.function == "count":
+        return pa.int64()
+    if delta.function == "sum":
+        return pa.int64() if pa.types.is_integer(delta.input.type) else pa.float64()
+    return delta.input.type
