@@ -15,6 +15,7 @@ def test_summary_keys_keep_their_strings() -> None:
         "icemv.storage-write",
         "icemv.rows-inserted",
         "icemv.rows-deleted",
+        "icemv.engine",
     }
 
 
