@@ -184,13 +184,23 @@ def test_a_poll_loads_each_table_and_view_once_and_unchanged_ones_answer_304(
     view_loads: Counter[Identifier] = Counter()
     load, load_view = backend.load_table, backend.views.load
 
+    answered_304: set[Identifier] = set()  # loads the server answered without a body
+
     def counting(identifier: Identifier) -> Table:
         loads[identifier] += 1
-        return load(identifier)
+        before = backend.not_modified
+        table = load(identifier)
+        if backend.not_modified > before:
+            answered_304.add(identifier)
+        return table
 
     def counting_views(identifier: Identifier) -> LoadedView:
         view_loads[identifier] += 1
-        return load_view(identifier)
+        before = backend.views.not_modified
+        view = load_view(identifier)
+        if backend.views.not_modified > before:
+            answered_304.add(identifier)
+        return view
 
     monkeypatch.setattr(backend, "load_table", counting)
     monkeypatch.setattr(backend.views, "load", counting_views)
@@ -204,17 +214,19 @@ def test_a_poll_loads_each_table_and_view_once_and_unchanged_ones_answer_304(
     for _ in range(2):
         loads.clear()
         view_loads.clear()
-        before, views_before = backend.not_modified, backend.views.not_modified
+        answered_304.clear()
         poller.poll()
         assert max(loads.values()) == 1, loads  # trips once, not once per MV
         assert max(view_loads.values()) == 1, view_loads
         assert Identifier((namespace,), "trips") in loads
         assert set(mvs) <= set(view_loads)
         assert not set(requested) & set(mvs)
-    # The second poll found every table and view unchanged: each load was a bodiless 304
-    # (views: an ETag the tests' server gives, as Gravitino does; not in the REST spec yet).
-    assert backend.not_modified - before == sum(loads.values())
-    assert backend.views.not_modified - views_before == sum(view_loads.values())
+    # The second poll found this test's tables and views unchanged: each load was a bodiless
+    # 304 (views: an ETag the tests' server gives, as Gravitino does; not in the REST spec
+    # yet). Other tests' objects in the shared catalog may still be changing: not checked.
+    ours = {i for i in [*loads, *view_loads] if i.namespace == (namespace,)}
+    assert ours >= {Identifier((namespace,), "trips"), *mvs}, ours
+    assert ours <= answered_304, ours - answered_304
 
 
 def test_auth_is_required_and_a_static_token_works(
