@@ -47,7 +47,7 @@ image:
 # IMAGE_TEST=0 skips building and running the image (tests/test_image.py then skips).
 IMAGE_TEST ?= 1
 test: install system-deps lint typecheck $(if $(filter 1,$(IMAGE_TEST)),image)
-	ICEMV_REQUIRE_IMAGE=$(IMAGE_TEST) $(BIN)/pytest -q
+	ICEMV_REQUIRE_IMAGE=$(IMAGE_TEST) $(BIN)/pytest -q --durations=25
 
 # The property-based oracle test with many examples, every shape on both catalog kinds
 # (`make test` runs two examples per kind, half the shapes each).
