@@ -92,7 +92,8 @@ def test_other_writer_makes_it_stale_refresh_makes_it_fresh(
 ) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
     mv_id = Identifier((namespace,), "daily")
-    create_mv(lakehouse, mv_id, AGG_SQL, partition_by=["day"])
+    policy = {"icemv.refresh-policy": "full"}  # auto would take this small append incrementally
+    create_mv(lakehouse, mv_id, AGG_SQL, partition_by=["day"], properties=policy)
     first = refresh_mv(lakehouse, mv_id)
 
     new_snapshot = append_trips(lakehouse, namespace, [(6, "a", 1.0, D2), (7, "c", 3.0, D2)])
