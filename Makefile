@@ -60,12 +60,14 @@ CHAOS_KILLS ?= 50
 chaos: install system-deps
 	ICEMV_KILL_LOOP_KILLS=$(CHAOS_KILLS) $(BIN)/pytest -q -s tests/test_kill_loop.py
 
-# Incremental vs full refresh; BENCH_ROWS sets the base-table sizes, BENCH_ARGS adds options
-# (e.g. --write-mode copy-on-write --policy auto --shapes filter,aggregate).
+# Incremental vs full refresh, medians of BENCH_RUNS applications of each delta, on a
+# merge-on-read and a copy-on-write base; BENCH_ROWS sets the base-table sizes, BENCH_ARGS
+# adds options (e.g. --policy auto --shapes filter,aggregate). Draws bench-results/refresh.svg.
 BENCH_ROWS ?= 1000000,10000000,50000000
+BENCH_RUNS ?= 3
 BENCH_ARGS ?=
 bench: install system-deps
-	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) $(BENCH_ARGS) --out bench-results/refresh.json
+	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --write-mode merge-on-read,copy-on-write $(BENCH_ARGS) --out bench-results/refresh.json --chart bench-results/refresh.svg
 
 # A small append refreshed by the Arrow path against the Spark path (medians, fleet cost).
 ARROW_ROWS ?= 1000000

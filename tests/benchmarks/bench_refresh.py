@@ -1,16 +1,19 @@
 """Incremental vs full refresh, side by side in one run: `make bench`.
 
-For each base size: one base table (`--write-mode`: merge-on-read position deletes, the
-default, or copy-on-write file rewrites) written in id order (so a delete or update of an
-id range touches few files; the scattered delete hits one row in a thousand, every file),
-MVs of several shapes (filter, GROUP BY aggregates, inner and left join + aggregate, a
-ROW_NUMBER() = 1 dedup), then per delta: apply it, refresh every MV (timed; incrementally
-unless `--policy auto` chooses otherwise), then recompute every MV fully (timed).
-Prints a table and writes JSON.
+For each base size and write mode (`--write-mode`, comma-separated: merge-on-read position
+deletes, the default, and/or copy-on-write file rewrites): one base table written in id
+order, 1M rows per data file (so a delete or update of an id range touches one file; the
+scattered delete hits one row in a thousand, every file), MVs of several shapes (filter,
+GROUP BY aggregates, inner and left join + aggregate, a ROW_NUMBER() = 1 dedup), then per
+delta, `--runs` times (each run a different id range): apply it, refresh every MV (timed;
+incrementally unless `--policy auto` chooses otherwise), then recompute every MV fully
+(timed). Prints each run with the refresh's phases, then a table of medians (with the
+median phases and the engine, Arrow or Spark), writes JSON and, with `--chart`, an SVG of
+incremental and full time against base rows per write mode and delta (tests/benchmarks/chart.py).
 
     python -m tests.benchmarks.bench_refresh --rows 1000000,10000000 --out bench.json
     python -m tests.benchmarks.bench_refresh --rows 1000000 --write-mode copy-on-write \
-        --policy auto --deltas "delete 0.1%,scattered delete 0.1%"
+        --policy auto --deltas "delete 0.1%,scattered delete 0.1%" --runs 3 --chart c.svg
 
 `--policy auto` refreshes as the daemon does by default: the cost estimate may choose a
 full recompute (mode and reason are printed).
@@ -26,6 +29,7 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import tempfile
 import time
 import uuid
@@ -42,6 +46,8 @@ from icemv.mv.model import load_materialized_view
 from icemv.refresh.full import full_refresh
 from icemv.refresh.plan import plan_refresh
 from icemv.refresh.policy import refresh_mv
+from icemv.refresh.result import RefreshResult
+from tests.benchmarks.chart import refresh_chart
 
 SHAPES = {
     "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",
@@ -132,8 +138,8 @@ def run_scale(
     deltas: list[str],
     write_mode: str = "merge-on-read",
     policy: str = "incremental",
+    runs: int = 3,
 ) -> list[dict[str, Any]]:
-    spark = lakehouse.spark
     namespace = f"bench_{uuid.uuid4().hex[:6]}"
     ensure_namespace(lakehouse.catalog, (namespace,))
     base = lakehouse.quoted(Identifier((namespace,), "base"))
@@ -155,58 +161,101 @@ def run_scale(
         if label not in deltas:
             continue
         count = max(1, int(rows * share))
-        if kind == "append":
-            _write_rows(lakehouse, base, next_id, count, None)
-            next_id += count
-        elif kind == "scattered":
-            spark.sql(f"DELETE FROM {base} WHERE id % 1000 = 7")
-            count = len(range(7, rows, 1000))
-        else:
-            low = rows // 3
-            if kind == "delete":
-                spark.sql(f"DELETE FROM {base} WHERE id >= {low} AND id < {low + count}")
-            else:
-                low = rows // 2
-                spark.sql(
-                    f"UPDATE {base} SET fare = fare + 1 WHERE id >= {low} AND id < {low + count}"
+        timings: dict[str, list[tuple[float, float, RefreshResult, RefreshResult]]] = {
+            shape: [] for shape in mvs
+        }
+        for run in range(runs):
+            next_id = _apply_delta(lakehouse, base, kind, rows, count, run, next_id)
+            for shape, mv in mvs.items():
+                incremental_s, full_s, incremental, full = incremental_then_full(lakehouse, mv)
+                timings[shape].append((incremental_s, full_s, incremental, full))
+                print(
+                    f"  {shape:15} {label:21} run {run + 1}/{runs} {policy} {incremental_s:7.2f} s "
+                    f"({incremental.mode}, {incremental.reason}, {incremental.engine})  "
+                    f"full {full_s:7.2f} s  phases {_phases(incremental.phase_seconds)}",
+                    flush=True,
                 )
-        for shape, mv in mvs.items():
-            t0 = time.time()
-            incremental = refresh_mv(lakehouse, mv)
-            incremental_s = time.time() - t0
-            t0 = time.time()
-            plan = plan_refresh(
-                CatalogReads(lakehouse), load_materialized_view(lakehouse, mv), int(t0 * 1000)
-            )
-            full = full_refresh(plan, "benchmark")
-            full_s = time.time() - t0
-            row = {
-                "base_rows": rows,
-                "write_mode": write_mode,
-                "shape": shape,
-                "delta": label,
-                "delta_rows": count,
-                "incremental_mode": incremental.mode,
-                "incremental_reason": incremental.reason,
-                "incremental_seconds": round(incremental_s, 3),
-                "full_seconds": round(full_s, 3),
-                "speedup": round(full_s / incremental_s, 1) if incremental_s else None,
-                "rows_read_incremental": incremental.source_rows_read,
-                "rows_read_full": full.source_rows_read,
-                "mv_rows_written_incremental": incremental.rows_inserted,
-                "mv_rows_written_full": full.rows_inserted,
-                "incremental_phases": dict(incremental.phase_seconds),
-                "full_phases": dict(full.phase_seconds),
-            }
-            results.append(row)
-            print(
-                f"  {shape:15} {label:21} {policy} {incremental_s:7.2f} s "
-                f"({incremental.mode}, {incremental.reason})  full {full_s:7.2f} s  "
-                f"x{row['speedup']}  "
-                f"phases {_phases(incremental.phase_seconds)}",
-                flush=True,
-            )
+        for shape, runs_of_shape in timings.items():
+            results.append(_row(rows, write_mode, shape, label, count, runs_of_shape))
     return results
+
+
+def incremental_then_full(
+    lakehouse: Lakehouse, mv: Identifier
+) -> tuple[float, float, RefreshResult, RefreshResult]:
+    """Refresh `mv` as its policy says, then recompute it fully; both timed (seconds)."""
+    t0 = time.time()
+    incremental = refresh_mv(lakehouse, mv)
+    incremental_s = time.time() - t0
+    t0 = time.time()
+    plan = plan_refresh(
+        CatalogReads(lakehouse), load_materialized_view(lakehouse, mv), int(t0 * 1000)
+    )
+    full = full_refresh(plan, "benchmark")
+    return incremental_s, time.time() - t0, incremental, full
+
+
+def _apply_delta(
+    lakehouse: Lakehouse, base: str, kind: str, rows: int, count: int, run: int, next_id: int
+) -> int:
+    """Apply one run's delta (each run a different id range); the next id to append."""
+    spark = lakehouse.spark
+    if kind == "append":
+        _write_rows(lakehouse, base, next_id, count, None)
+        return next_id + count
+    if kind == "scattered":  # one row in a thousand: every data file
+        spark.sql(f"DELETE FROM {base} WHERE id % 1000 = {7 + run}")
+        return next_id
+    low = (rows // 3 if kind == "delete" else rows // 2) + run * 2 * count
+    if kind == "delete":
+        spark.sql(f"DELETE FROM {base} WHERE id >= {low} AND id < {low + count}")
+    else:
+        spark.sql(f"UPDATE {base} SET fare = fare + 1 WHERE id >= {low} AND id < {low + count}")
+    return next_id
+
+
+def _row(
+    rows: int,
+    write_mode: str,
+    shape: str,
+    label: str,
+    count: int,
+    runs: list[tuple[float, float, RefreshResult, RefreshResult]],
+) -> dict[str, Any]:
+    """One shape and delta: medians over the runs, the last run's mode and reads."""
+    incremental_s = statistics.median(r[0] for r in runs)
+    full_s = statistics.median(r[1] for r in runs)
+    last, last_full = runs[-1][2], runs[-1][3]
+    return {
+        "base_rows": rows,
+        "write_mode": write_mode,
+        "shape": shape,
+        "delta": label,
+        "delta_rows": count,
+        "runs": len(runs),
+        "incremental_mode": last.mode,
+        "incremental_reason": last.reason,
+        "incremental_engine": last.engine,
+        "incremental_seconds": round(incremental_s, 3),
+        "full_seconds": round(full_s, 3),
+        "incremental_seconds_runs": [round(r[0], 3) for r in runs],
+        "full_seconds_runs": [round(r[1], 3) for r in runs],
+        "speedup": round(full_s / incremental_s, 1) if incremental_s else None,
+        "rows_read_incremental": last.source_rows_read,
+        "rows_read_full": last_full.source_rows_read,
+        "mv_rows_written_incremental": last.rows_inserted,
+        "mv_rows_written_full": last_full.rows_inserted,
+        "incremental_phases": _median_phases([r[2] for r in runs]),
+        "full_phases": _median_phases([r[3] for r in runs]),
+    }
+
+
+def _median_phases(results: list[RefreshResult]) -> dict[str, float]:
+    names = dict.fromkeys(name for r in results for name in r.phase_seconds)
+    return {
+        name: round(statistics.median(r.phase_seconds.get(name, 0.0) for r in results), 3)
+        for name in names
+    }
 
 
 def _phases(seconds: Mapping[str, float]) -> str:
@@ -231,16 +280,20 @@ def machine() -> dict[str, Any]:
 def print_table(results: list[dict[str, Any]]) -> None:
     print()
     header = (
-        f"{'base rows':>11} {'shape':15} {'delta':21} {'incr s':>8} {'full s':>8} "
-        f"{'speedup':>8} {'rows read incr/full':>24}"
+        f"{'base rows':>11} {'mode':4} {'shape':20} {'delta':21} {'incr s':>8} {'full s':>8} "
+        f"{'speedup':>8} {'engine':6} {'rows read incr/full':>24}  median phases (incr)"
     )
     print_header(header)
     for r in results:
         reads = f"{r['rows_read_incremental'] or 0:,}/{r['rows_read_full'] or 0:,}"
+        mode = "CoW" if r["write_mode"] == "copy-on-write" else "MoR"
+        incremental = r["incremental_mode"] == "incremental"
+        engine = (r["incremental_engine"] or "-") if incremental else "full"
         print(
-            f"{r['base_rows']:>11,} {r['shape']:15} {r['delta']:21} "
+            f"{r['base_rows']:>11,} {mode:4} {r['shape']:20} {r['delta']:21} "
             f"{r['incremental_seconds']:>8.2f} {r['full_seconds']:>8.2f} "
-            f"{('x' + str(r['speedup'])):>8} {reads:>24}"
+            f"{('x' + str(r['speedup'])):>8} {engine:6} {reads:>24}  "
+            f"{_phases(r['incremental_phases'])}"
         )
 
 
@@ -275,7 +328,15 @@ def main() -> None:
     )
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated shapes")
     parser.add_argument(
-        "--write-mode", default="merge-on-read", choices=("merge-on-read", "copy-on-write")
+        "--write-mode",
+        default="merge-on-read",
+        help="comma-separated: merge-on-read, copy-on-write (each a base table of its own)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, help="apply each delta this many times; print medians"
+    )
+    parser.add_argument(
+        "--chart", help="also draw incremental and full time against base rows (an SVG file)"
     )
     parser.add_argument(
         "--policy",
@@ -292,8 +353,12 @@ def main() -> None:
     unknown = [s for s in shapes if s not in SHAPES] + [
         d for d in deltas if d not in {label for label, _, _ in DELTAS}
     ]
+    write_modes = args.write_mode.split(",")
+    unknown += [m for m in write_modes if m not in ("merge-on-read", "copy-on-write")]
     if unknown:
-        parser.error(f"unknown shapes or deltas: {', '.join(unknown)}")
+        parser.error(f"unknown shapes, deltas or write modes: {', '.join(unknown)}")
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     workdir = Path(tempfile.mkdtemp(prefix="icemv-bench-"))
     kind = os.environ.get("BENCH_CATALOG", "jdbc")
     with contextlib.ExitStack() as cleanup:
@@ -304,10 +369,13 @@ def main() -> None:
         lakehouse = _lakehouse(catalog, workdir)
         results: list[dict[str, Any]] = []
         for rows in (int(r) for r in args.rows.split(",")):
-            results += [
-                {**row, "catalog": kind, "policy": args.policy}
-                for row in run_scale(lakehouse, rows, shapes, deltas, args.write_mode, args.policy)
-            ]
+            for write_mode in write_modes:
+                results += [
+                    {**row, "catalog": kind, "policy": args.policy}
+                    for row in run_scale(
+                        lakehouse, rows, shapes, deltas, write_mode, args.policy, args.runs
+                    )
+                ]
         from icemv.engine.spark import stop_spark
 
         stop_spark()
@@ -316,6 +384,11 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
     print(f"\nwrote {out}")
+    if args.chart:
+        chart = Path(args.chart)
+        chart.parent.mkdir(parents=True, exist_ok=True)
+        chart.write_text(refresh_chart(results))
+        print(f"wrote {chart}")
 
 
 if __name__ == "__main__":

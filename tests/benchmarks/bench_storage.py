@@ -22,13 +22,10 @@ from typing import Any
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import parse_config
 from icemv.identifiers import Identifier
-from icemv.lakehouse import CatalogReads, Lakehouse
+from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
-from icemv.mv.model import load_materialized_view
-from icemv.refresh.full import full_refresh
-from icemv.refresh.plan import plan_refresh
 from icemv.refresh.policy import refresh_mv
-from tests.benchmarks.bench_refresh import SHAPES, _write_rows
+from tests.benchmarks.bench_refresh import SHAPES, _write_rows, incremental_then_full
 from tests.conftest import ADMIN_URL, create_database, drop_database
 from tests.support.s3 import s3_test_jars, start_moto
 
@@ -68,15 +65,7 @@ def run(storage: str, rows: int) -> dict[str, Any]:
         )
         refresh_mv(lakehouse, mv)
         _write_rows(lakehouse, base, rows, rows // 1000, None)
-        t0 = time.time()
-        incremental = refresh_mv(lakehouse, mv)
-        incremental_s = time.time() - t0
-        t0 = time.time()
-        plan = plan_refresh(
-            CatalogReads(lakehouse), load_materialized_view(lakehouse, mv), int(t0 * 1000)
-        )
-        full_refresh(plan, "benchmark")
-        full_s = time.time() - t0
+        incremental_s, full_s, incremental, _ = incremental_then_full(lakehouse, mv)
         return {
             "storage": storage,
             "rows": rows,
