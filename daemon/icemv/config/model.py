@@ -180,6 +180,10 @@ class RefreshConfig(_Section):
     # Appended rows read for the Arrow path are shared across MVs, per process, up to
     # this many bytes (least recently used first out).
     arrow_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    # The Arrow path joins the changed source with unchanged tables of at most this many
+    # rows (each read whole at its pinned snapshot, its columns read only, shared in the
+    # cache above); 0: a join always goes to Spark.
+    arrow_join_max_rows: int = Field(default=100_000, ge=0)
     max_concurrent: int = Field(default=1, ge=1)
     retry_initial_seconds: float = Field(default=2.0, gt=0)
     retry_max_seconds: float = Field(default=300.0, gt=0)
