@@ -35,8 +35,8 @@ APPENDS: list[list[tuple[Any, ...]]] = [
 ]
 FILTER = (
     "SELECT id, vendor, fare * 2 AS double_fare, CASE WHEN fare > 10 THEN 'high' ELSE 'low' "
-    "END AS band, day FROM trips WHERE (fare > 5 OR fare IS NULL) AND id NOT IN (2, 12) "
-    "AND day >= '2024-01-01'"
+    "END AS band, day, -id % 4 AS bucket FROM trips WHERE (fare > 5 OR fare IS NULL) "
+    "AND id NOT IN (2, 12) AND id % 7 <> 3 AND day >= '2024-01-01'"
 )
 AGGREGATE = (
     "SELECT vendor, day, count(*) AS n, count(fare) AS nf, sum(fare) AS total, "
