@@ -16,7 +16,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_reads import shared_cache
 from tests.conftest import CATALOG_KINDS
 from tests.support.oracle import storage_and_oracle
-from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips
+from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips, equality_delete
 from tests.test_arrow_path import appends_in_arrow, refresh_with, refreshed_mv
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
@@ -114,3 +114,17 @@ def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> N
     refresh_with(lakehouse, first, "arrow")
     refresh_with(lakehouse, second, "arrow")
     assert cache.tables_read - before == 1
+
+
+def test_a_dimension_pyiceberg_cannot_read_goes_to_spark(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """Equality deletes in the dimension (pyiceberg does not apply them): Spark joins."""
+    _tables(lakehouse, namespace)
+    mv = refreshed_mv(lakehouse, namespace, "v", INNER)
+    equality_delete(lakehouse, namespace, "vendor", ["b"], name="vendors")
+    append_trips(lakehouse, namespace, APPENDS[0])
+    refresh_with(lakehouse, mv, "spark")  # both moved
+    append_trips(lakehouse, namespace, APPENDS[1])
+    result = refresh_with(lakehouse, mv, "spark")  # only trips moved: the read refuses
+    assert "equality deletes" in (result.engine_reason or ""), result.engine_reason

@@ -187,7 +187,10 @@ def table_rows(
     def load() -> pa.Table:
         cache.count_table()
         scan = table.scan(snapshot_id=snapshot_id, selected_fields=tuple(columns))
-        rows = scan.to_arrow()
+        try:
+            rows = scan.to_arrow()
+        except (NotImplementedError, ValueError) as exc:  # equality deletes: Spark reads it
+            raise ArrowUnsupportedError(f"reading {'.'.join(table.name())}: {exc}") from exc
         rows = rows.select(list(columns))
         return rows if rows.schema == target else rows.cast(target)
 
