@@ -168,7 +168,8 @@ class RefreshConfig(_Section):
     # Deprecated and ignored (kept so older configs load): the changed-records share it
     # bounded counted a copy-on-write file rewrite as changed; use auto_cost_factor.
     auto_full_ratio: float | None = Field(default=None, gt=0)
-    # Commits to the sources of one MV within this window yield one refresh.
+    # Commits to the sources of one MV announced (by events) within this window yield one
+    # refresh; a poll's request starts at once (the poll folded every commit since the last).
     coalesce_seconds: float = Field(default=1.0, ge=0)
     # A patch up to this many rows is collected and committed by pyiceberg instead of a
     # Spark write (an aggregate MV's patch is its whole storage table); 0: always Spark.
