@@ -35,8 +35,8 @@ APPENDS: list[list[tuple[Any, ...]]] = [
 ]
 FILTER = (
     "SELECT id, vendor, fare * 2 AS double_fare, CASE WHEN fare > 10 THEN 'high' ELSE 'low' "
-    "END AS band, day FROM trips WHERE (fare > 5 OR fare IS NULL) AND id NOT IN (2, 12) "
-    "AND day >= '2024-01-01'"
+    "END AS band, day, -id % 4 AS bucket FROM trips WHERE (fare > 5 OR fare IS NULL) "
+    "AND id NOT IN (2, 12) AND id % 7 <> 3 AND day >= '2024-01-01'"
 )
 AGGREGATE = (
     "SELECT vendor, day, count(*) AS n, count(fare) AS nf, sum(fare) AS total, "
@@ -47,14 +47,16 @@ AGGREGATE = (
 GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips"
 
 
-def _mv(lakehouse: Lakehouse, namespace: str, name: str, sql: str) -> Identifier:
+def refreshed_mv(lakehouse: Lakehouse, namespace: str, name: str, sql: str) -> Identifier:
+    """An MV of `sql`, fully refreshed once (policy incremental-strict after)."""
     mv = Identifier((namespace,), name)
     create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental-strict"})
     assert refresh_mv(lakehouse, mv).mode == "full"
     return mv
 
 
-def _refresh(lakehouse: Lakehouse, mv: Identifier, engine: str) -> RefreshResult:
+def refresh_with(lakehouse: Lakehouse, mv: Identifier, engine: str) -> RefreshResult:
+    """One incremental refresh by `engine`, checked against the oracle and the record."""
     result = refresh_mv(lakehouse, mv)
     assert result.mode == "incremental", result
     assert result.engine == engine, result
@@ -68,20 +70,27 @@ def _refresh(lakehouse: Lakehouse, mv: Identifier, engine: str) -> RefreshResult
     return result
 
 
-@pytest.mark.parametrize("sql", [FILTER, AGGREGATE, GLOBAL], ids=["filter", "aggregate", "global"])
-def test_appends_refresh_in_arrow(lakehouse: Lakehouse, namespace: str, sql: str) -> None:
-    create_trips(lakehouse, namespace, rows=ROWS)
-    mv = _mv(lakehouse, namespace, "v", sql)
-    for rows in APPENDS:
+def appends_in_arrow(
+    lakehouse: Lakehouse, namespace: str, mv: Identifier, appends: list[list[tuple[Any, ...]]]
+) -> None:
+    """Each append to trips, then a refresh of `mv` by the Arrow path."""
+    for rows in appends:
         append_trips(lakehouse, namespace, rows)
-        result = _refresh(lakehouse, mv, "arrow")
+        result = refresh_with(lakehouse, mv, "arrow")
         assert result.engine_reason is None
         assert result.source_rows_read == len(rows)
         assert set(result.phase_seconds) == {"plan", "changes", "patch", "commit", "record"}
+
+
+@pytest.mark.parametrize("sql", [FILTER, AGGREGATE, GLOBAL], ids=["filter", "aggregate", "global"])
+def test_appends_refresh_in_arrow(lakehouse: Lakehouse, namespace: str, sql: str) -> None:
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
+    appends_in_arrow(lakehouse, namespace, mv, APPENDS)
     # Two appends in one refresh: the range is both snapshots' rows.
     append_trips(lakehouse, namespace, [(15, "a", 3.0, D1)])
     append_trips(lakehouse, namespace, [(16, "e", 6.0, D3), (17, "a", None, D1)])
-    assert _refresh(lakehouse, mv, "arrow").source_rows_read == 3
+    assert refresh_with(lakehouse, mv, "arrow").source_rows_read == 3
 
 
 @pytest.mark.parametrize(
@@ -98,10 +107,10 @@ def test_outside_the_subset_spark_computes(
     lakehouse: Lakehouse, namespace: str, sql: str, reason: str
 ) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
-    mv = _mv(lakehouse, namespace, "v", sql)
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
     for rows in APPENDS[:2]:
         append_trips(lakehouse, namespace, rows)
-        result = _refresh(lakehouse, mv, "spark")
+        result = refresh_with(lakehouse, mv, "spark")
         assert result.engine_reason is not None and reason in result.engine_reason
 
 
@@ -112,7 +121,9 @@ def _nan_free(rows: Counter[Any]) -> Counter[Any]:
 
 def test_nan_under_max_falls_back_while_reading(lakehouse: Lakehouse, namespace: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
-    mv = _mv(lakehouse, namespace, "v", "SELECT vendor, max(fare) AS hi FROM trips GROUP BY vendor")
+    mv = refreshed_mv(
+        lakehouse, namespace, "v", "SELECT vendor, max(fare) AS hi FROM trips GROUP BY vendor"
+    )
     steps = [([(20, "a", float("nan"), D1)], "spark"), ([(21, "b", 1.0, D1)], "arrow")]
     for rows, engine in steps:
         append_trips(lakehouse, namespace, rows)
@@ -126,39 +137,39 @@ def test_nan_under_max_falls_back_while_reading(lakehouse: Lakehouse, namespace:
 
 def test_deletes_and_the_switch_go_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
-    mv = _mv(lakehouse, namespace, "v", AGGREGATE)
+    mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
     trips = lakehouse.quoted(Identifier((namespace,), "trips"))
     lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 1")
-    result = _refresh(lakehouse, mv, "spark")
+    result = refresh_with(lakehouse, mv, "spark")
     assert result.engine_reason is not None and "more than appends" in result.engine_reason
     config = lakehouse.config
     off = config.model_copy(
         update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 0})}
     )
     append_trips(lakehouse, namespace, APPENDS[0])
-    result = _refresh(Lakehouse(off), mv, "spark")
+    result = refresh_with(Lakehouse(off), mv, "spark")
     assert result.engine_reason is not None and "arrow path off" in result.engine_reason
     small = config.model_copy(
         update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 2})}
     )
     append_trips(lakehouse, namespace, APPENDS[1])
-    result = _refresh(Lakehouse(small), mv, "spark")
+    result = refresh_with(Lakehouse(small), mv, "spark")
     assert result.engine_reason is not None and "changed rows > 2" in result.engine_reason
 
 
 def test_mvs_share_each_appended_file(lakehouse: Lakehouse, namespace: str) -> None:
     """Three MVs, two of them a snapshot behind: each appended file is read once."""
     create_trips(lakehouse, namespace, rows=ROWS)
-    early = _mv(lakehouse, namespace, "early", FILTER)
-    late = [_mv(lakehouse, namespace, f"late{i}", AGGREGATE) for i in range(2)]
+    early = refreshed_mv(lakehouse, namespace, "early", FILTER)
+    late = [refreshed_mv(lakehouse, namespace, f"late{i}", AGGREGATE) for i in range(2)]
     cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
     before = cache.files_read
     append_trips(lakehouse, namespace, APPENDS[0])
-    _refresh(lakehouse, early, "arrow")
+    refresh_with(lakehouse, early, "arrow")
     append_trips(lakehouse, namespace, APPENDS[1])
-    _refresh(lakehouse, early, "arrow")
+    refresh_with(lakehouse, early, "arrow")
     for mv in late:  # both snapshots' rows: the union of what `early` read
-        assert _refresh(lakehouse, mv, "arrow").source_rows_read == len(APPENDS[0]) + len(
+        assert refresh_with(lakehouse, mv, "arrow").source_rows_read == len(APPENDS[0]) + len(
             APPENDS[1]
         )
     assert cache.files_read - before == 2

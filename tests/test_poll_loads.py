@@ -19,6 +19,7 @@ from pyiceberg.serializers import FromInputFile
 from sqlalchemy import event
 
 import icemv.catalog.jdbc_views
+import icemv.service.source_index
 from icemv.catalog.jdbc import JdbcBackend
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
@@ -123,8 +124,23 @@ def catalog_loads(metrics: Metrics, obj: str, result: str) -> float:
     return 0.0 if value is None else value
 
 
+@pytest.fixture
+def pinned(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often the index resolved each of this test's MVs (by its SQL) from scratch."""
+    counted: Counter[str] = Counter()
+    pin = icemv.service.source_index.pin_sources
+
+    def counting(resolver: Any, sql: str, *args: Any) -> Any:
+        names = [name for name, text in MV_SQL.items() if text == sql]
+        counted.update(names)
+        return pin(resolver, sql, *args)
+
+    monkeypatch.setattr(icemv.service.source_index, "pin_sources", counting)
+    return counted
+
+
 def test_one_load_per_table_per_poll_and_idle_polls_are_one_query(
-    lakehouse: Lakehouse, namespace: str, loads: Loads
+    lakehouse: Lakehouse, namespace: str, loads: Loads, pinned: Counter[str]
 ) -> None:
     a, b = Identifier((namespace,), "a"), Identifier((namespace,), "b")
     create_trips(lakehouse, namespace, "a", ROWS)
@@ -149,6 +165,8 @@ def test_one_load_per_table_per_poll_and_idle_polls_are_one_query(
     poller.poll()
     first = loads.take()
     assert poller.polls == 1
+    assert pinned == Counter(dict.fromkeys(MV_SQL, 1))  # each MV's sources resolved once
+    pinned.clear()
     assert max(first.of("table").values()) == 1, first.of("table")
     assert max(first.of("view").values()) == 1, first.of("view")
     assert {a, b} | storage <= set(first.of("table"))
@@ -171,6 +189,7 @@ def test_one_load_per_table_per_poll_and_idle_polls_are_one_query(
     assert idle.sql == 1
     assert (idle.table_metadata_reads, idle.view_metadata_reads) == (0, 0)
     assert not idle.by_identifier
+    assert not pinned  # and no MV's SQL parsed again: the index reused every resolution
     # What this poll needed was reused (other tests' broken MVs may need less than before).
     assert len({a, b} | storage) <= catalog_loads(metrics, "table", "reused") <= loaded_tables
     assert len(mvs) <= catalog_loads(metrics, "view", "reused")
@@ -194,6 +213,8 @@ def test_one_load_per_table_per_poll_and_idle_polls_are_one_query(
     assert after_commit.table_metadata_reads == 1
     readers_of_a = {mvs["over_a1"], mvs["over_a2"], mvs["joined"]}
     assert set(requested) & set(mvs.values()) == readers_of_a
+    assert pinned == Counter({"over_a1": 1, "over_a2": 1, "joined": 1})  # a's readers only
+    pinned.clear()
     requested.clear()
 
     # Those refreshes commit to their storage tables: the next poll reloads those (once
@@ -206,6 +227,7 @@ def test_one_load_per_table_per_poll_and_idle_polls_are_one_query(
     assert refreshed.sql == 1
     storage_of_readers = {load_materialized_view(lakehouse, mv).storage for mv in readers_of_a}
     assert refreshed.of("table") == Counter(dict.fromkeys(storage_of_readers, 1))
+    assert not pinned  # no MV reads those storage tables
     assert not set(requested) & set(mvs.values())
     for mv in mvs.values():
         assert assess_freshness(lakehouse, load_materialized_view(lakehouse, mv)).state == "fresh"

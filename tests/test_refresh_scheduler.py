@@ -128,6 +128,20 @@ def test_burst_of_requests_coalesces_into_one_refresh(
     assert scheduler.pending() == {}
 
 
+def test_a_poll_request_starts_without_the_window(
+    make_scheduler: Callable[..., RefreshScheduler],
+) -> None:
+    """A poll folds the commits since the last poll into one request: no window to wait."""
+    refresh, clock = FakeRefresh(), ManualClock()
+    scheduler = make_scheduler(refresh, RefreshConfig(coalesce_seconds=60), clock=clock)
+    polled = scheduler.request(A, "poll")
+    event = scheduler.request(B, "event")
+    polled.result(TIMEOUT)  # the clock never moves: only a zero window lets it run
+    assert refresh.calls == [A]
+    assert scheduler.pending() == {B: "queued"}
+    assert not event.done()
+
+
 def test_request_during_run_schedules_exactly_one_follow_up(
     make_scheduler: Callable[..., RefreshScheduler],
 ) -> None:

@@ -33,6 +33,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,9 @@ def one_commit(
             for p in PHASES
         },
         "modes": sorted({str(r.mode) for r in results}),
+        # Who computed each delta (arrow / spark), and why not Arrow.
+        "engines": dict(Counter(str(r.engine) for r in results)),
+        "spark_reasons": sorted({r.engine_reason for r in results if r.engine_reason}),
         "refreshes": len(daemon.results),
     }
 
@@ -213,6 +217,7 @@ def run_mode(
                 f"{label} commit {i + 1}: all fresh {commit['all_fresh_seconds']:.2f} s; per MV "
                 f"p50 {commit['per_mv']['p50']:.2f} s p95 {commit['per_mv']['p95']:.2f} s; "
                 f"phases {commit['phases_median']}; modes {commit['modes']}; "
+                f"engines {commit['engines']} {commit['spark_reasons']}; "
                 f"max_concurrent={config.refresh.max_concurrent}",
                 flush=True,
             )

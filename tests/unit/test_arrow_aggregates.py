@@ -106,9 +106,9 @@ def test_nan_under_min_is_left_to_spark() -> None:
         ("SELECT vendor, count(DISTINCT id) AS n FROM trips GROUP BY vendor", "recompute"),
         ("SELECT fare, count(*) AS n FROM trips GROUP BY fare", "group key"),
         ("SELECT vendor, min(vendor) AS m FROM trips GROUP BY vendor", "MIN of"),
-        ("SELECT vendor, sum(id % 2) AS m FROM trips GROUP BY vendor", "Mod"),
+        ("SELECT vendor, sum(fare % 2) AS m FROM trips GROUP BY vendor", "Mod of double"),
         ("SELECT a.vendor, count(*) AS n FROM trips a JOIN trips b ON a.id = b.id "
-         "GROUP BY a.vendor", "joins"),
+         "GROUP BY a.vendor", "no unchanged table"),
     ],
 )  # fmt: skip
 def test_outside_the_subset(sql: str, reason: str) -> None:

@@ -88,6 +88,13 @@ def arrow_type(sql: str) -> pa.DataType:
         ("CAST(t.b AS STRING)", ["true", "false", None, "true"]),
         ("CAST(NULL AS INT)", [None] * 4),
         ("(t.i + 1) * 2", [4, 6, None, 10]),
+        # `%`: the sign of the dividend (Java), NULL for a zero divisor, in the wider type.
+        ("t.i % 3", [1, 2, None, 1]),
+        ("-t.i % 3", [-1, -2, None, -1]),
+        ("t.i % -3", [1, 2, None, 1]),
+        ("t.l % t.i", [0, None, None, 0]),
+        ("t.i % 0", [None, None, None, None]),
+        ("t.i % (t.i - 2)", [0, None, None, 0]),
     ],
 )
 def test_values_as_spark_computes_them(sql: str, expected: list[Any]) -> None:
@@ -97,6 +104,10 @@ def test_values_as_spark_computes_them(sql: str, expected: list[Any]) -> None:
 def test_integer_overflow_wraps_as_spark_without_ansi() -> None:
     assert values("t.l * 4")[3] == 0  # 2**64 wraps to 0 in BIGINT
     assert arrow_type("t.l * 4") == pa.int64()
+    # Java: Long.MIN_VALUE % -1 is 0 (no overflow).
+    low = pa.table({"l": pa.array([-(2**63)], pa.int64())})
+    node = sqlglot.parse_one("t.l % -1", dialect="spark")
+    assert compile_expr(node, {("t", "l"): ("l", pa.int64())}).evaluate(low).to_pylist() == [0]
 
 
 @pytest.mark.parametrize(
@@ -107,6 +118,7 @@ def test_integer_overflow_wraps_as_spark_without_ansi() -> None:
         ("t.i + 3000000000", pa.int64()),
         ("t.i + t.f", pa.float64()),
         ("t.i / t.i", pa.float64()),
+        ("t.i % t.l", pa.int64()),
         ("COALESCE(t.i, t.l)", pa.int64()),
         ("t.i > 1", pa.bool_()),
     ],
@@ -118,7 +130,7 @@ def test_types_as_spark_types_them(sql: str, expected: pa.DataType) -> None:
 @pytest.mark.parametrize(
     "sql",
     [
-        "t.i % 2",  # no modulo
+        "t.f % 2",  # Java's double remainder
         "t.i DIV 2",
         "t.i + 1.5",  # DECIMAL arithmetic
         "t.n + 1",  # a DECIMAL column

@@ -168,7 +168,8 @@ class RefreshConfig(_Section):
     # Deprecated and ignored (kept so older configs load): the changed-records share it
     # bounded counted a copy-on-write file rewrite as changed; use auto_cost_factor.
     auto_full_ratio: float | None = Field(default=None, gt=0)
-    # Commits to the sources of one MV within this window yield one refresh.
+    # Commits to the sources of one MV announced (by events) within this window yield one
+    # refresh; a poll's request starts at once (the poll folded every commit since the last).
     coalesce_seconds: float = Field(default=1.0, ge=0)
     # A patch up to this many rows is collected and committed by pyiceberg instead of a
     # Spark write (an aggregate MV's patch is its whole storage table); 0: always Spark.
@@ -180,6 +181,10 @@ class RefreshConfig(_Section):
     # Appended rows read for the Arrow path are shared across MVs, per process, up to
     # this many bytes (least recently used first out).
     arrow_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    # The Arrow path joins the changed source with unchanged tables of at most this many
+    # rows (each read whole at its pinned snapshot, its columns read only, shared in the
+    # cache above); 0: a join always goes to Spark.
+    arrow_join_max_rows: int = Field(default=100_000, ge=0)
     max_concurrent: int = Field(default=1, ge=1)
     retry_initial_seconds: float = Field(default=2.0, gt=0)
     retry_max_seconds: float = Field(default=300.0, gt=0)

@@ -52,11 +52,11 @@ def prepare_refresh(
 ) -> None:
     """Run before a refresh of `identifier`; `refresh` refreshes a source MV first.
 
-    Tables are loaded through `reads`, which the refresh's first attempt goes on using, so
-    the preflight costs no catalog round trip of its own.
+    The MV and its tables are loaded through `reads`, which the refresh's first attempt
+    goes on using, so the preflight costs no catalog round trip of its own.
     """
     lakehouse = reads.lakehouse
-    mv = load_materialized_view(lakehouse, identifier)
+    mv = load_materialized_view(lakehouse, identifier, reads)
     storage = reads.find_table(mv.storage)
     if storage is None:
         return  # the refresh reports it

@@ -7,8 +7,9 @@ asserts main is still where the plan found it: from the driver by pyiceberg, or 
 a private branch for Spark writes. Anything that makes a correct delta impossible raises
 FullRefreshRequiredError with the reason.
 
-One decision, at plan time (`arrow_route`): a small append to the one source of a filter
-or merged GROUP BY view is computed in Arrow on the driver, no Spark job; anything else
+One decision, at plan time (`arrow_route`): a small append to the one changed source of a
+filter or merged GROUP BY view (that source alone, or joined with small unchanged tables)
+is computed in Arrow on the driver, no Spark job; anything else
 (or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by Spark. The
 result says which engine computed the delta and, for Spark, why not Arrow.
 """
@@ -139,7 +140,12 @@ def _route(plan: IncrementalPlan, lakehouse: Lakehouse) -> ArrowRoute | str:
     if str(lakehouse.config.spark.conf.get("spark.sql.ansi.enabled", "")).lower() == "true":
         return "spark.sql.ansi.enabled: Spark fails on overflow and bad casts, Arrow would not"
     settings = lakehouse.config.refresh
-    return arrow_route(plan, settings.arrow_max_rows, settings.driver_commit_max_rows)
+    return arrow_route(
+        plan,
+        settings.arrow_max_rows,
+        settings.driver_commit_max_rows,
+        settings.arrow_join_max_rows,
+    )
 
 
 def _arrow_patch(
@@ -148,9 +154,9 @@ def _arrow_patch(
     """The patch computed in Arrow, the source rows read, and None as the route taken;
     or no patch and why, when the rows show the Arrow path cannot take it after all."""
     try:
-        appended = route.read(cache)
+        rows, read = route.read(cache)
         phases.end("changes")
-        return route.patch(appended, target), appended.num_rows, None
+        return route.patch(rows, target), read, None
     except ArrowUnsupportedError as exc:
         return None, 0, str(exc)
     except pa.ArrowException as exc:  # a kernel the subset should not have reached: Spark

@@ -48,7 +48,7 @@ def refresh_mv(
         phases = PhaseClock()
         if attempt > 1:
             reads = CatalogReads(lakehouse)
-        mv = load_materialized_view(lakehouse, identifier)
+        mv = load_materialized_view(lakehouse, identifier, reads)
         freshness = assess_freshness(lakehouse, mv, reads=reads)
         if freshness.state == "fresh" and not force_full:
             record = freshness.last_refresh

@@ -24,7 +24,7 @@ from icemv.config import Config, load_config
 from icemv.engine.spark import activate, session_ready, use_scheduler_pool
 from icemv.errors import ConfigError, InvalidIdentifierError
 from icemv.identifiers import Identifier
-from icemv.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.history import commit_to_fresh_seconds, latest_refresh
 from icemv.mv.lifecycle import apply_declared
 from icemv.refresh.policy import refresh_mv
@@ -214,7 +214,9 @@ class Daemon:
         return refresh_mv(self.lakehouse, mv)
 
     def _on_result(self, result: RefreshResult) -> None:
-        latencies = self._latencies(result) if result.mode != "skipped" else []
+        # One load of the storage table and the sources for the latencies and the check.
+        reads = CatalogReads(self.lakehouse)
+        latencies = self._latencies(result, reads) if result.mode != "skipped" else []
         self.metrics.record_refresh(result, latencies)
         log.info(
             "refresh",
@@ -235,21 +237,21 @@ class Daemon:
         mv = self.index.snapshot.mvs.get(result.mv)
         if mv is not None:
             try:
-                self.reconciler.check(mv)  # publish fresh state right away
+                self.reconciler.check(mv, reads)  # publish fresh state right away
             except Exception as exc:  # noqa: BLE001 (a failed check must not fail the refresh's result)
                 log.warning("freshness_check_failed", mv=result.mv.dotted, error=str(exc))
 
-    def _latencies(self, result: RefreshResult) -> list[float]:
+    def _latencies(self, result: RefreshResult, reads: CatalogReads) -> list[float]:
         try:
             mv = self.index.snapshot.mvs.get(result.mv)
             if mv is None or result.storage_snapshot_id is None:
                 return []
-            storage = self.lakehouse.load_table(mv.storage)
+            storage = reads.load_table(mv.storage)
             record = latest_refresh(storage)
             if record is None or record.snapshot_id != result.storage_snapshot_id:
                 return []
             tables = {
-                s.dotted: self.lakehouse.load_table(Identifier(s.namespace, s.name))
+                s.dotted: reads.load_table(Identifier(s.namespace, s.name))
                 for s in record.state.tables()
             }
             return commit_to_fresh_seconds(storage, record, tables)

@@ -8,6 +8,9 @@ Per MV there is at most one entry, in one of three states:
 
 * ``queued``: waiting for its coalescing window to close. Requests merge into it; the window
   is fixed from the first request, so a steady stream of events cannot postpone it forever.
+  A poll's or a schedule's request has no window of its own (due at once): a poll already
+  folds every commit since the last poll into one request per MV, so waiting would only add
+  latency (a burst of events does wait, then merges).
 * ``running``: a worker is refreshing it. New requests are *not* merged into the run (it may
   have pinned its sources before their commits); they form one follow-up batch that is
   queued when the run ends.
@@ -43,6 +46,8 @@ State = Literal["queued", "running", "retrying"]
 # Modes that changed (or confirmed) the storage table, so readers of it may be stale.
 _PROPAGATING_MODES = frozenset({"full", "incremental", "no-op"})
 _UPSTREAM_REASON = "upstream-refreshed"
+# Requests that are one per MV per poll (or schedule tick) already: due without a window.
+_COALESCED_REASONS = frozenset({"poll", "schedule"})
 
 
 @dataclass
@@ -153,7 +158,8 @@ class RefreshScheduler:
         entry = self._entries.get(mv)
         now = self._clock()
         if entry is None:
-            due = now + self._config.coalesce_seconds
+            window = 0.0 if reason in _COALESCED_REASONS else self._config.coalesce_seconds
+            due = now + window
             self._entries[mv] = _Entry("queued", reason, [future])
             heapq.heappush(self._heap, (due, mv))
             self._cond.notify_all()

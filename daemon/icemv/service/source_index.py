@@ -3,6 +3,12 @@
 Built from the catalog (each MV's resolved sources, through plain views and MVs) and
 rebuilt whenever MV definitions may have changed. An MV that reads another MV's storage
 table is that MV's dependent, so refreshes can run in dependency order.
+
+Rebuilt every poll, so an idle poll must not parse every MV's SQL again: resolving an
+MV's sources (`pin_sources`, pure) depends only on its SQL, its namespace and what the
+catalog answered about each name it asked for; each MV's last resolution is kept with
+those answers, and reused while the same questions get the same answers (an answer
+changes when a table or view it names is committed to, created, dropped or replaced).
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.model import MaterializedView, list_materialized_views
+from icemv.spec.refresh_state import SourceState
 from icemv.sql.pinning import pin_sources
+from icemv.sql.sources import TableInfo, ViewInfo
 
 log = structlog.get_logger(__name__)
 
@@ -32,26 +40,85 @@ class IndexSnapshot:
     broken: dict[Identifier, str] = field(default_factory=dict)
 
 
-def build_index(lakehouse: Lakehouse, reads: CatalogReads | None = None) -> IndexSnapshot:
+Answer = tuple[str, Identifier, TableInfo | ViewInfo | None]
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """One MV's sources as last resolved, and the catalog's answers they came from."""
+
+    sql: str
+    namespace: tuple[str, ...]
+    answers: tuple[Answer, ...]
+    sources: tuple[SourceState, ...]
+
+    def still_valid(self, sql: str, namespace: tuple[str, ...], reads: CatalogReads) -> bool:
+        if (sql, namespace) != (self.sql, self.namespace):
+            return False
+        for kind, identifier, answer in self.answers:
+            now = reads.table(identifier) if kind == "table" else reads.view(identifier)
+            if now != answer:
+                return False
+        return True
+
+
+class _Recording:
+    """A `SourceResolver` that remembers what it answered."""
+
+    def __init__(self, reads: CatalogReads) -> None:
+        self._reads = reads
+        self.answers: list[Answer] = []
+
+    @property
+    def catalog_name(self) -> str:
+        return self._reads.catalog_name
+
+    def table(self, identifier: Identifier) -> TableInfo | None:
+        answer = self._reads.table(identifier)
+        self.answers.append(("table", identifier, answer))
+        return answer
+
+    def view(self, identifier: Identifier) -> ViewInfo | None:
+        answer = self._reads.view(identifier)
+        self.answers.append(("view", identifier, answer))
+        return answer
+
+
+def _resolve(reads: CatalogReads, mv: MaterializedView, known: _Resolved | None) -> _Resolved:
+    """`mv`'s sources: `known` if still valid, else pinned again (ViewSqlError, LookupError)."""
+    namespace = mv.version.default_namespace or mv.identifier.namespace
+    if known is not None and known.still_valid(mv.sql, namespace, reads):
+        return known
+    recording = _Recording(reads)
+    pinned = pin_sources(recording, mv.sql, namespace)
+    return _Resolved(mv.sql, namespace, tuple(recording.answers), pinned.sources)
+
+
+def build_index(
+    lakehouse: Lakehouse,
+    reads: CatalogReads | None = None,
+    resolved: dict[Identifier, _Resolved] | None = None,
+) -> IndexSnapshot:
     """The index as the catalog is now; every MV's sources resolved through one `reads`
-    (a poll's, or one of its own), so each table and view is loaded once."""
+    (a poll's, or one of its own), so each table and view is loaded once. `resolved`:
+    the last build's resolutions, reused where valid and updated in place."""
     reads = reads or CatalogReads(lakehouse)
+    resolved = {} if resolved is None else resolved
     mvs = {mv.identifier: mv for mv in list_materialized_views(lakehouse, reads)}
     storage_owner = {mv.storage: mv.identifier for mv in mvs.values()}
     readers: defaultdict[Identifier, set[Identifier]] = defaultdict(set)
     dependents: defaultdict[Identifier, set[Identifier]] = defaultdict(set)
     broken: dict[Identifier, str] = {}
+    for gone in set(resolved) - set(mvs):
+        del resolved[gone]
     for identifier, mv in mvs.items():
         try:
-            pinned = pin_sources(
-                reads,
-                mv.sql,
-                mv.version.default_namespace or identifier.namespace,
-            )
+            resolution = resolved[identifier] = _resolve(reads, mv, resolved.get(identifier))
         except (ViewSqlError, LookupError) as exc:
+            resolved.pop(identifier, None)
             broken[identifier] = str(exc)
             continue
-        for source in pinned.sources:
+        for source in resolution.sources:
             if source.type != "table":
                 continue
             table = Identifier(source.namespace, source.name)
@@ -103,9 +170,12 @@ class SourceIndex:
         self._lakehouse = lakehouse
         self._lock = threading.Lock()
         self._snapshot = IndexSnapshot()
+        self._resolved: dict[Identifier, _Resolved] = {}
+        self._building = threading.Lock()  # one build at a time updates `_resolved`
 
     def rebuild(self, reads: CatalogReads | None = None) -> IndexSnapshot:
-        snapshot = build_index(self._lakehouse, reads)
+        with self._building:
+            snapshot = build_index(self._lakehouse, reads, self._resolved)
         with self._lock:
             self._snapshot = snapshot
         for mv, reason in snapshot.broken.items():

@@ -8,7 +8,8 @@ Spark up front. Inside the subset the result equals Spark's (non-ANSI, Spark 3.5
 - columns, literals (integers as INT or BIGINT; decimal literals only beside a DOUBLE,
   where Spark computes in DOUBLE too), TRUE/FALSE/NULL, strings;
 - `+ - *` and unary minus over integers (wrapping on overflow, as Spark without ANSI) and
-  DOUBLE; `/` in DOUBLE, NULL for a zero divisor; no DECIMAL, FLOAT, `%` or `DIV`;
+  DOUBLE; `/` in DOUBLE, NULL for a zero divisor; `%` of integers (the sign of the
+  dividend, as Java's; NULL for a zero divisor); no DECIMAL, FLOAT, `%` of DOUBLE or `DIV`;
 - comparisons of numbers, of dates (a date against a 'YYYY-MM-DD' literal too), `=`/`<>`
   of strings and booleans (ordering strings is left to Spark: collation);
 - AND / OR (three-valued), NOT, IS [NOT] NULL, IN (list), CASE, IF, COALESCE,
@@ -148,6 +149,7 @@ class _Compiler:
             exp.Sub: lambda n: self._arithmetic(n, "subtract"),
             exp.Mul: lambda n: self._arithmetic(n, "multiply"),
             exp.Div: self._divide,
+            exp.Mod: self._modulo,
             exp.Neg: self._negate,
             exp.EQ: lambda n: self._compare(n, "equal"),
             exp.NEQ: lambda n: self._compare(n, "not_equal"),
@@ -222,6 +224,21 @@ class _Compiler:
             return pc.if_else(pc.equal(divisor, 0.0), pa.scalar(None, pa.float64()), quotient)
 
         return ArrowExpr(pa.float64(), run)
+
+    def _modulo(self, node: exp.Mod) -> ArrowExpr:
+        left, right = self._numbers(node, "Mod")
+        if not _is_int(left.type):  # Java's double remainder: left to Spark
+            raise _unsupported(f"Mod of {left.type}")
+        lrun, rrun = left.run, right.run
+        one = pa.scalar(1, left.type)
+
+        def run(t: pa.Table) -> Values:
+            divisor = rrun(t)
+            zero = pc.equal(divisor, 0)
+            remainder = pc.remainder(lrun(t), pc.if_else(zero, one, divisor))
+            return pc.if_else(zero, pa.scalar(None, left.type), remainder)
+
+        return ArrowExpr(left.type, run)
 
     def _negate(self, node: exp.Neg) -> ArrowExpr:
         inner = self.compile(node.this)

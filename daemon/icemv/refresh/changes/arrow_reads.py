@@ -6,7 +6,9 @@ whole with pyiceberg's ArrowScan, no Spark job. Each snapshot's piece is cached 
 process, keyed by (table uuid, snapshot id, schema id), bounded by bytes (least recently
 used goes first), so N MVs over one source read each appended file once, and MVs whose
 recorded snapshots differ read the union of their ranges: a range is the concatenation
-of its snapshots' pieces. Thread-safe: a piece being read by one refresh is awaited by
+of its snapshots' pieces. Unchanged tables a join reads (refresh/patch/arrow_route.py) are
+cached the same way, whole at one snapshot, keyed by their columns read too.
+Thread-safe: a piece being read by one refresh is awaited by
 the others, not read again.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -28,7 +30,9 @@ from pyiceberg.table.snapshots import Snapshot
 from icemv.errors import ArrowUnsupportedError
 from icemv.refresh.changes.classify import SourceChange
 
-PieceKey = tuple[str, int, int]  # table uuid, snapshot id, schema id
+# Appended rows: (table uuid, snapshot id, schema id); a table read whole for a join:
+# ("table", uuid, snapshot id, schema id, its columns read).
+PieceKey = tuple[Hashable, ...]
 
 
 @dataclass
@@ -47,6 +51,7 @@ class AppendedRowsCache:
         self._loading: dict[PieceKey, _Loading] = {}
         self._bytes = 0
         self.files_read = 0  # data files read since the process started (for tests, metrics)
+        self.tables_read = 0  # unchanged tables read whole for joins, likewise
 
     def piece(self, key: PieceKey, load: Callable[[], pa.Table]) -> pa.Table:
         """The cached piece for `key`, else `load()`ed once (concurrent callers wait)."""
@@ -75,6 +80,10 @@ class AppendedRowsCache:
     def count_files(self, files: int) -> None:
         with self._lock:
             self.files_read += files
+
+    def count_table(self) -> None:
+        with self._lock:
+            self.tables_read += 1
 
     def _keep(self, key: PieceKey, rows: pa.Table) -> None:
         size = rows.nbytes
@@ -159,3 +168,30 @@ def _added_rows(
         return schema.as_arrow().empty_table()
     scan = ArrowScan(table.metadata, io, schema, AlwaysTrue())
     return scan.to_table([FileScanTask(f) for f in files])
+
+
+def table_rows(
+    table: Table,
+    snapshot_id: int | None,
+    schema: Schema,
+    columns: Sequence[str],
+    cache: AppendedRowsCache,
+) -> pa.Table:
+    """Every row of `table` at `snapshot_id` (None: no snapshot, no rows), `columns` only,
+    typed by `schema` (the snapshot's), shared through `cache`."""
+    target = pa.schema([schema.as_arrow().field(c) for c in columns])
+    if snapshot_id is None:
+        return target.empty_table()
+    key = ("table", str(table.metadata.table_uuid), snapshot_id, schema.schema_id, *columns)
+
+    def load() -> pa.Table:
+        cache.count_table()
+        scan = table.scan(snapshot_id=snapshot_id, selected_fields=tuple(columns))
+        try:
+            rows = scan.to_arrow()
+        except (NotImplementedError, ValueError) as exc:  # equality deletes: Spark reads it
+            raise ArrowUnsupportedError(f"reading {'.'.join(table.name())}: {exc}") from exc
+        rows = rows.select(list(columns))
+        return rows if rows.schema == target else rows.cast(target)
+
+    return cache.piece(key, load)

@@ -174,15 +174,16 @@ def compile_aggregate_delta(
     storage: pa.Schema,
     state: Sequence[StateColumn],
     types: Mapping[str, IcebergType],
+    dimensions: Mapping[str, pa.Schema] | None = None,
 ) -> ArrowAggregateDelta:
+    """The merge over `source` joined with `dimensions` (arrow_select.py); the caller
+    checked that the delta is not keyed for the sources that moved."""
     funcs = {a.func for a in analysis.aggregates}
-    if analysis.keyed is not None:
-        raise ArrowUnsupportedError("a keyed delta")
     if funcs - _MERGED or analysis.having or analysis.derived:
         raise ArrowUnsupportedError(f"aggregates {', '.join(sorted(funcs - _MERGED))} recompute")
     if "avg" in funcs and not state:
         raise ArrowUnsupportedError("AVG without state columns recomputes its groups")
-    select = compile_select(analysis.query, source)
+    select = compile_select(analysis.query, source, dimensions)
     keys = tuple(select.compile(k.expression) for k in analysis.keys)
     for key in keys:
         if pa.types.is_floating(key.type) or pa.types.is_decimal(key.type):

@@ -2,7 +2,12 @@
 
 The Arrow path (no Spark job) takes small append-only changes of one source, for a
 filter / projection view (the appended rows, filtered and projected) and for a GROUP BY
-view merged by its rules (COUNT, SUM, MIN, MAX, AVG with state). Everything else, and
+view merged by its rules (COUNT, SUM, MIN, MAX, AVG with state), over the changed source
+alone or joined with tables that did not change (INNER, or LEFT with the changed source
+preserved: the delta is `dsource JOIN t`, arrow_select.py). Each such table is read whole
+with pyiceberg at its pinned snapshot (the same rows as the recorded one: it did not
+move), its columns read only, shared across MVs like the appended rows, and only if it
+has at most `refresh.arrow_join_max_rows` rows. Everything else, and
 anything whose Spark semantics Arrow might not match (sql/arrow_expr.py), goes to Spark;
 the refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`).
 """
@@ -12,16 +17,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from sqlglot import exp
 
 from icemv.errors import ArrowUnsupportedError
-from icemv.refresh.changes.arrow_reads import AppendedRowsCache, appended_rows, read_schema
+from icemv.identifiers import Identifier
+from icemv.refresh.changes.arrow_reads import (
+    AppendedRowsCache,
+    appended_rows,
+    read_schema,
+    table_rows,
+)
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.patch.arrow_aggregates import ArrowAggregateDelta, compile_aggregate_delta
 from icemv.refresh.patch.arrow_rows import ArrowRowsDelta, compile_rows_delta
+from icemv.refresh.patch.arrow_select import joined_tables, referenced_columns
 from icemv.refresh.patch.model import DriverPatch, PatchTarget
 from icemv.refresh.plan import IncrementalPlan
+from icemv.spec.summary import TOTAL_RECORDS, summary_of
 from icemv.sql.analysis import AggregateAnalysis
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """An unchanged table a join reads, whole, at its pinned snapshot."""
+
+    table: Table
+    snapshot_id: int | None
+    schema: Schema  # the snapshot's
+    columns: tuple[str, ...]  # those the view names
+
+    def read(self, cache: AppendedRowsCache) -> pa.Table:
+        return table_rows(self.table, self.snapshot_id, self.schema, self.columns, cache)
 
 
 @dataclass(frozen=True)
@@ -29,10 +57,20 @@ class ArrowRoute:
     change: SourceChange
     source: Table
     delta: ArrowRowsDelta | ArrowAggregateDelta
+    dimensions: tuple[Dimension, ...] = ()  # one per JOIN, in order
+    max_rows: int = 0  # joined rows the patch may come from (0: no joins to bound)
 
-    def read(self, cache: AppendedRowsCache) -> pa.Table:
-        """The appended source rows (shared with other MVs through `cache`)."""
-        return appended_rows(self.source, self.change, cache)
+    def read(self, cache: AppendedRowsCache) -> tuple[pa.Table, int]:
+        """The rows the delta is computed from (the appended source rows, joined with the
+        dimensions; both shared with other MVs through `cache`), and the source rows read."""
+        appended = appended_rows(self.source, self.change, cache)
+        if not self.dimensions:
+            return appended, appended.num_rows
+        dimensions = [d.read(cache) for d in self.dimensions]
+        rows = self.delta.select.joined(appended, dimensions)
+        if rows.num_rows > self.max_rows:
+            raise ArrowUnsupportedError(f"{rows.num_rows} joined rows > {self.max_rows}")
+        return rows, appended.num_rows
 
     def patch(self, appended: pa.Table, target: PatchTarget) -> DriverPatch:
         if isinstance(self.delta, ArrowRowsDelta):
@@ -40,12 +78,14 @@ class ArrowRoute:
         return self.delta.patch(appended, target.table, target.snapshot_id, target.driver_max_rows)
 
 
-def arrow_route(plan: IncrementalPlan, max_rows: int, driver_max_rows: int) -> ArrowRoute | str:
+def arrow_route(
+    plan: IncrementalPlan, max_rows: int, driver_max_rows: int, join_max_rows: int = 0
+) -> ArrowRoute | str:
     """The Arrow route of this refresh's delta, or why Spark computes it."""
     if max_rows <= 0 or driver_max_rows <= 0:
         return "arrow path off (refresh.arrow_max_rows or driver_commit_max_rows is 0)"
-    if len(plan.changes) != 1 or len(plan.moved) != 1:
-        return "more than one source table"
+    if len(plan.moved) != 1:
+        return "more than one source table changed"
     ((identifier, change),) = plan.moved.items()
     if change.kind != "append-only":
         return f"{identifier} changed by more than appends"
@@ -55,26 +95,80 @@ def arrow_route(plan: IncrementalPlan, max_rows: int, driver_max_rows: int) -> A
             f"{change.changed_records} changed rows > {limit} "
             "(refresh.arrow_max_rows, driver_commit_max_rows)"
         )
+    if plan.keyed:
+        return "a keyed delta"
     base = plan.base
     source = base.reads.load_table(identifier)
     source_schema = read_schema(source, change).as_arrow()
     storage_schema = base.storage.schema().as_arrow()
     analysis = plan.analysis
     try:
+        dimensions = _dimensions(plan, identifier, join_max_rows)
+        schemas = {
+            alias: pa.schema([d.schema.as_arrow().field(c) for c in d.columns])
+            for alias, d in dimensions.items()
+        }
         delta: ArrowRowsDelta | ArrowAggregateDelta
         if isinstance(analysis, AggregateAnalysis):
             state = base.state_columns
             if analysis.aggregate_strategy(plan.with_deletes, bool(state)) != "merge-aggregates":
                 return "the touched groups are recomputed from the source"
             delta = compile_aggregate_delta(
-                analysis, source_schema, storage_schema, state, base.layout.types
+                analysis, source_schema, storage_schema, state, base.layout.types, schemas
             )
         else:
             if analysis.top_n is not None:  # an append may push rows out of the top n
                 return "a top-N view"
             if not plan.insert_only:
                 return "the delta is not insert-only"
-            delta = compile_rows_delta(analysis, source_schema, storage_schema)
+            delta = compile_rows_delta(analysis, source_schema, storage_schema, schemas)
     except ArrowUnsupportedError as exc:
         return str(exc)
-    return ArrowRoute(change, source, delta)
+    return ArrowRoute(change, source, delta, tuple(dimensions.values()), limit)
+
+
+def _dimensions(plan: IncrementalPlan, changed: Identifier, max_rows: int) -> dict[str, Dimension]:
+    """Each JOIN's unchanged table by alias, in JOIN order; ArrowUnsupportedError if the
+    view reads the changed source other than as its FROM table, or a table is too big."""
+    query = plan.analysis.query
+    if not isinstance(query, exp.Select):
+        raise ArrowUnsupportedError("not a single SELECT")
+    from_ = query.args.get("from_")
+    first = from_.this if from_ is not None else None
+    if not isinstance(first, exp.Table) or _source(plan, first) != changed:
+        raise ArrowUnsupportedError(f"{changed} is not the FROM table")
+    found: dict[str, Dimension] = {}
+    for table in joined_tables(query):
+        identifier = _source(plan, table)
+        if identifier is None or identifier == changed:
+            raise ArrowUnsupportedError(f"JOIN {table.name}: not an unchanged source table")
+        if max_rows <= 0:
+            raise ArrowUnsupportedError("joins off (refresh.arrow_join_max_rows is 0)")
+        change = plan.changes[identifier]
+        loaded = plan.base.reads.load_table(identifier)
+        snapshot = None
+        if change.new_snapshot_id is not None:
+            snapshot = loaded.snapshot_by_id(change.new_snapshot_id)
+            if snapshot is None:
+                raise ArrowUnsupportedError(f"joined table {identifier}: pinned snapshot gone")
+        records = int(summary_of(snapshot).get(TOTAL_RECORDS, -1)) if snapshot else 0
+        if records < 0 or records > max_rows:
+            shown = "unknown" if records < 0 else str(records)
+            raise ArrowUnsupportedError(
+                f"joined table {identifier}: {shown} rows > {max_rows} "
+                "(refresh.arrow_join_max_rows)"
+            )
+        columns = referenced_columns(query, table.alias_or_name)
+        schema = read_schema(loaded, change)
+        found[table.alias_or_name] = Dimension(
+            loaded, snapshot.snapshot_id if snapshot else None, schema, columns
+        )
+    return found
+
+
+def _source(plan: IncrementalPlan, table: exp.Table) -> Identifier | None:
+    """The source table a (qualified) table occurrence reads."""
+    for identifier in plan.changes:
+        if identifier.namespace_str == table.db and identifier.name == table.name:
+            return identifier
+    return None

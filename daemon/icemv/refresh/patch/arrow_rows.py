@@ -1,6 +1,7 @@
 """An insert-only delta of a filter / projection view, computed in Arrow on the driver.
 
-The appended source rows pass the view's WHERE and are projected by its SELECT list: the
+The appended source rows (joined with unchanged tables: arrow_select.py) pass the view's
+WHERE and are projected by its SELECT list: the
 rows to append to storage, committed by the driver like any small append patch. Compiled
 against the source's and the storage table's Arrow schemas at plan time: each output's
 type must be the storage column's, so the Arrow result is what Spark would have written.
@@ -8,7 +9,7 @@ type must be the storage column's, so the Arrow result is what Spark would have 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -34,11 +35,14 @@ class ArrowRowsDelta:
 
 
 def compile_rows_delta(
-    analysis: RowsAnalysis, source: pa.Schema, storage: pa.Schema
+    analysis: RowsAnalysis,
+    source: pa.Schema,
+    storage: pa.Schema,
+    dimensions: Mapping[str, pa.Schema] | None = None,
 ) -> ArrowRowsDelta:
-    if analysis.keyed is not None:
-        raise ArrowUnsupportedError("a keyed delta")
-    select = compile_select(analysis.query, source)
+    """The delta over `source` joined with `dimensions` (arrow_select.py); the caller
+    checked that the delta is not keyed for the sources that moved."""
+    select = compile_select(analysis.query, source, dimensions)
     projections = list(analysis.query.expressions)
     outputs = tuple(select.compile(p) for p in projections)
     check_types(outputs, storage)

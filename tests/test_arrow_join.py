@@ -1,0 +1,130 @@
+"""The Arrow path's joins (refresh/patch/arrow_select.py): appends to a fact table joined
+with an unchanged dimension refresh without a Spark job, equal to the view SQL evaluated by
+Spark at the recorded snapshots: NULL join keys on both sides, duplicate dimension keys,
+fact rows no dimension row matches (LEFT JOIN), under a filter and under a merged GROUP
+BY. A dimension that moved in the same range, or is larger than the limit, goes to Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from icemv.lakehouse import Lakehouse
+from icemv.refresh.changes.arrow_reads import shared_cache
+from tests.conftest import CATALOG_KINDS
+from tests.support.oracle import storage_and_oracle
+from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips, equality_delete
+from tests.test_arrow_path import appends_in_arrow, refresh_with, refreshed_mv
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
+
+D1, D3 = dt.date(2024, 1, 1), dt.date(2024, 1, 3)
+VENDORS = pa.schema(
+    [pa.field("vendor", pa.string()), pa.field("label", pa.string()), pa.field("rank", pa.int32())]
+)
+# "b" twice (its fact rows double), a NULL key (matches nothing), no "d" or "e".
+DIMENSION = [("a", "A", 1), ("b", "B1", 2), ("b", "B2", 3), (None, "nobody", 4), ("c", None, 5)]
+# Each append: a matched key, a duplicated key, NULL keys, keys no dimension row has.
+APPENDS: list[list[tuple[Any, ...]]] = [
+    [(6, "a", 1.0, D1), (7, "b", None, D3), (8, None, 2.0, D1), (9, "d", 3.0, D3)],
+    [(10, "b", 100.0, D1), (11, "c", 4.25, D3), (12, "e", -3.0, D1), (13, None, None, D3)],
+]
+INNER = (
+    "SELECT t.id, t.fare * 2 AS fare2, v.label, v.rank FROM trips t "
+    "JOIN vendors v ON t.vendor = v.vendor WHERE v.rank < 5"
+)
+LEFT = (
+    "SELECT t.id, t.vendor, v.label FROM trips t LEFT JOIN vendors v "
+    "ON t.vendor = v.vendor AND v.rank > 1"
+)
+LEFT_AGGREGATE = (
+    "SELECT v.label, t.day, count(*) AS n, sum(t.fare) AS total, avg(t.fare) AS mean "
+    "FROM trips t LEFT JOIN vendors v ON t.vendor = v.vendor GROUP BY v.label, t.day"
+)
+INNER_AGGREGATE = (
+    "SELECT v.rank, count(*) AS n, max(t.id) AS last_id FROM trips t "
+    "JOIN vendors v ON v.vendor = t.vendor GROUP BY v.rank"
+)
+
+
+def _tables(lakehouse: Lakehouse, namespace: str) -> Any:
+    create_trips(lakehouse, namespace, rows=SAMPLE_TRIPS)
+    vendors = lakehouse.catalog.create_table(
+        (namespace, "vendors"), schema=VENDORS, properties={"format-version": "2"}
+    )
+    vendors.append(_vendors(DIMENSION))
+    return vendors
+
+
+def _vendors(rows: list[tuple[Any, ...]]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [dict(zip(VENDORS.names, r, strict=True)) for r in rows], schema=VENDORS
+    )
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [INNER, LEFT, LEFT_AGGREGATE, INNER_AGGREGATE],
+    ids=["inner", "left", "left-aggregate", "inner-aggregate"],
+)
+def test_appends_joined_with_an_unchanged_dimension_refresh_in_arrow(
+    lakehouse: Lakehouse, namespace: str, sql: str
+) -> None:
+    _tables(lakehouse, namespace)
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
+    appends_in_arrow(lakehouse, namespace, mv, APPENDS)
+    actual, _ = storage_and_oracle(lakehouse, mv)
+    if sql == LEFT:  # unmatched and NULL-key fact rows are kept, padded
+        assert (9, "d", None) in actual and (13, None, None) in actual
+        assert (7, "b", "B1") in actual and (7, "b", "B2") in actual
+
+
+def test_a_moved_or_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
+    vendors = _tables(lakehouse, namespace)
+    mv = refreshed_mv(lakehouse, namespace, "v", LEFT_AGGREGATE)
+    # The dimension moved in the same range as the fact: Spark's delta terms, still exact.
+    append_trips(lakehouse, namespace, APPENDS[0])
+    vendors.append(_vendors([("d", "D", 6), ("a", "A2", 7)]))
+    result = refresh_with(lakehouse, mv, "spark")
+    assert "more than one source table changed" in (result.engine_reason or "")
+    # A dimension above refresh.arrow_join_max_rows.
+    config = lakehouse.config
+    small = config.model_copy(
+        update={"refresh": config.refresh.model_copy(update={"arrow_join_max_rows": 3})}
+    )
+    append_trips(lakehouse, namespace, APPENDS[1])
+    result = refresh_with(Lakehouse(small), mv, "spark")
+    assert "arrow_join_max_rows" in (result.engine_reason or "")
+    # Back under the default limit: Arrow again, reading the moved dimension's new rows.
+    append_trips(lakehouse, namespace, [(14, "d", 9.0, D1), (15, "a", 1.0, D3)])
+    refresh_with(lakehouse, mv, "arrow")
+
+
+def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> None:
+    """Two MVs joining the same dimension columns at the same snapshot read it once."""
+    _tables(lakehouse, namespace)
+    first = refreshed_mv(lakehouse, namespace, "first", INNER_AGGREGATE)
+    second = refreshed_mv(lakehouse, namespace, "second", INNER_AGGREGATE.replace("max(", "min("))
+    cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
+    before = cache.tables_read
+    append_trips(lakehouse, namespace, APPENDS[0])
+    refresh_with(lakehouse, first, "arrow")
+    refresh_with(lakehouse, second, "arrow")
+    assert cache.tables_read - before == 1
+
+
+def test_a_dimension_pyiceberg_cannot_read_goes_to_spark(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """Equality deletes in the dimension (pyiceberg does not apply them): Spark joins."""
+    _tables(lakehouse, namespace)
+    mv = refreshed_mv(lakehouse, namespace, "v", INNER)
+    equality_delete(lakehouse, namespace, "vendor", ["b"], name="vendors")
+    append_trips(lakehouse, namespace, APPENDS[0])
+    refresh_with(lakehouse, mv, "spark")  # both moved
+    append_trips(lakehouse, namespace, APPENDS[1])
+    result = refresh_with(lakehouse, mv, "spark")  # only trips moved: the read refuses
+    assert "equality deletes" in (result.engine_reason or ""), result.engine_reason
