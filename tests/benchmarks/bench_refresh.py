@@ -132,6 +132,7 @@ def run_scale(
     deltas: list[str],
     write_mode: str = "merge-on-read",
     policy: str = "incremental",
+    show_jobs: bool = False,
 ) -> list[dict[str, Any]]:
     spark = lakehouse.spark
     namespace = f"bench_{uuid.uuid4().hex[:6]}"
@@ -171,9 +172,11 @@ def run_scale(
                     f"UPDATE {base} SET fare = fare + 1 WHERE id >= {low} AND id < {low + count}"
                 )
         for shape, mv in mvs.items():
+            first_job = _next_job_id(spark)
             t0 = time.time()
             incremental = refresh_mv(lakehouse, mv)
             incremental_s = time.time() - t0
+            jobs = _jobs_since(spark, first_job)
             t0 = time.time()
             plan = plan_refresh(
                 CatalogReads(lakehouse), load_materialized_view(lakehouse, mv), int(t0 * 1000)
@@ -197,16 +200,55 @@ def run_scale(
                 "mv_rows_written_full": full.rows_inserted,
                 "incremental_phases": dict(incremental.phase_seconds),
                 "full_phases": dict(full.phase_seconds),
+                "incremental_spark_jobs": jobs,
             }
             results.append(row)
             print(
                 f"  {shape:15} {label:21} {policy} {incremental_s:7.2f} s "
                 f"({incremental.mode}, {incremental.reason})  full {full_s:7.2f} s  "
                 f"x{row['speedup']}  "
-                f"phases {_phases(incremental.phase_seconds)}",
+                f"phases {_phases(incremental.phase_seconds)}  spark jobs {len(jobs)}",
                 flush=True,
             )
+            if show_jobs:
+                for job in jobs:
+                    print(
+                        f"      job {job['seconds']:5.2f} s  {job['tasks']:4} tasks  "
+                        f"{job['stages']} stages  {job['name']}",
+                        flush=True,
+                    )
     return results
+
+
+def _job_data(spark: Any) -> list[Any]:
+    """The application's Spark jobs, from the driver's status store (no UI needed)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # noqa: SLF001 (Scala Seq)
+    return [jobs.apply(i) for i in range(jobs.size())]
+
+
+def _next_job_id(spark: Any) -> int:
+    return max((int(job.jobId()) for job in _job_data(spark)), default=-1) + 1
+
+
+def _jobs_since(spark: Any, first: int) -> list[dict[str, Any]]:
+    """The Spark jobs run since job `first`: call site, stages, tasks, seconds."""
+    jobs = []
+    for job in sorted(_job_data(spark), key=lambda j: int(j.jobId())):
+        if int(job.jobId()) < first:
+            continue
+        started, ended = job.submissionTime(), job.completionTime()
+        seconds = (
+            (ended.get().getTime() - started.get().getTime()) / 1000
+            if started.isDefined() and ended.isDefined()
+            else 0.0
+        )
+        jobs.append({
+            "name": str(job.name()),
+            "stages": int(job.stageIds().size()) - int(job.numSkippedStages()),
+            "tasks": int(job.numTasks()) - int(job.numSkippedTasks()),
+            "seconds": seconds,
+        })  # fmt: skip
+    return jobs
 
 
 def _phases(seconds: Mapping[str, float]) -> str:
@@ -286,6 +328,9 @@ def main() -> None:
     parser.add_argument(
         "--deltas", default=",".join(d[0] for d in DELTAS), help="comma-separated delta labels"
     )
+    parser.add_argument(
+        "--jobs", action="store_true", help="list each incremental refresh's Spark jobs"
+    )
     args = parser.parse_args()  # fmt: skip
     shapes = args.shapes.split(",")
     deltas = args.deltas.split(",")
@@ -306,7 +351,9 @@ def main() -> None:
         for rows in (int(r) for r in args.rows.split(",")):
             results += [
                 {**row, "catalog": kind, "policy": args.policy}
-                for row in run_scale(lakehouse, rows, shapes, deltas, args.write_mode, args.policy)
+                for row in run_scale(
+                    lakehouse, rows, shapes, deltas, args.write_mode, args.policy, args.jobs
+                )
             ]
         from icemv.engine.spark import stop_spark
 
