@@ -17,6 +17,7 @@ from icemv.catalog.namespaces import ensure_namespace
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
+from icemv.refresh.patch import touched_keys
 from icemv.refresh.policy import refresh_mv
 from tests.support.oracle import assert_matches_oracle
 
@@ -39,6 +40,19 @@ DEDUP = (
 
 @pytest.mark.parametrize("key_type", list(KEYS))
 def test_changes_at_the_edges_of_the_touched_keys(lakehouse: Lakehouse, key_type: str) -> None:
+    _refresh_through_edge_changes(lakehouse, key_type)
+
+
+@pytest.mark.parametrize("key_type", ["BIGINT", "STRING"])
+def test_bounds_of_a_key_set_too_big_for_the_driver(
+    lakehouse: Lakehouse, key_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above `KEYS_ON_DRIVER` keys, the bounds come from one aggregate over the cached K."""
+    monkeypatch.setattr(touched_keys, "KEYS_ON_DRIVER", 1)
+    _refresh_through_edge_changes(lakehouse, key_type)
+
+
+def _refresh_through_edge_changes(lakehouse: Lakehouse, key_type: str) -> None:
     spark = lakehouse.spark
     namespace = f"kp_{uuid.uuid4().hex[:8]}"
     ensure_namespace(lakehouse.catalog, (namespace,))
