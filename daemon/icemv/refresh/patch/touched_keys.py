@@ -125,7 +125,12 @@ def _column_type(
     views: TempViews, source: Identifier, column: str, catalog: str
 ) -> DataType | None:
     """The type of `column` in the source table as Spark reads it (None: not found)."""
-    fields = views.spark.table(source.quoted(catalog)).schema.fields
+    from pyspark.errors import AnalysisException
+
+    try:
+        fields = views.spark.table(source.quoted(catalog)).schema.fields
+    except AnalysisException:  # not a table Spark resolves by that name: no bounds
+        return None
     exact = [f for f in fields if f.name == column]
     folded = [f for f in fields if f.name.lower() == column.lower()]
     found = exact or folded
