@@ -102,7 +102,9 @@ def test_deleted_images_leave_only_the_files_holding_them(sqlite_lakehouse: Lake
     planned = table.metadata.current_snapshot_id or 0
     (first,) = (f.file_path for f in live_data_files(table, planned))  # holds (a, 1, 1.0)
     commit_rows(table, planned, _rows(("b", 2, None), ("b", 2, None), (None, 3, 3.0)), (), {})
-    commit_rows(table, table.metadata.current_snapshot_id or 0, _rows(("b", 2, None)), (), {})
+    # (b, 3, None) has each value of some deleted image, but is none of them: it stays.
+    crossed = _rows(("b", 2, None), ("b", 3, None))
+    commit_rows(table, table.metadata.current_snapshot_id or 0, crossed, (), {})
     planned = table.metadata.current_snapshot_id or 0
     # Two of three copies of a NULL-bearing duplicate and the NULL-keyed row go; one inserted.
     net = _net(("b", 2, None, -2), (None, 3, 3.0, -1), ("c", 9, None, 2))
@@ -112,7 +114,9 @@ def test_deleted_images_leave_only_the_files_holding_them(sqlite_lakehouse: Lake
     assert rewrite.replaces  # the file(s) the two (b, 2, None) copies came from
     assert first not in {f.file_path for f in rewrite.replaces}  # it holds no deleted image
     commit_rows(table, planned, rewrite.rows, rewrite.replaces, {})
-    assert _content(table) == [("a", 1, 1.0), ("b", 2, None), ("c", 9, None), ("c", 9, None)]
+    assert _content(table) == [
+        ("a", 1, 1.0), ("b", 2, None), ("b", 3, None), ("c", 9, None), ("c", 9, None)
+    ]  # fmt: skip
     assert rewrite_row_images(table, table.metadata.current_snapshot_id or 0, net, 1) is None
     with pytest.raises(FullRefreshRequiredError, match="storage-inconsistent"):
         rewrite_row_images(table, table.metadata.current_snapshot_id or 0, net, 100)

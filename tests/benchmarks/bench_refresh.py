@@ -139,6 +139,7 @@ def run_scale(
     write_mode: str = "merge-on-read",
     policy: str = "incremental",
     runs: int = 3,
+    show_jobs: bool = False,
 ) -> list[dict[str, Any]]:
     namespace = f"bench_{uuid.uuid4().hex[:6]}"
     ensure_namespace(lakehouse.catalog, (namespace,))
@@ -161,32 +162,78 @@ def run_scale(
         if label not in deltas:
             continue
         count = max(1, int(rows * share))
-        timings: dict[str, list[tuple[float, float, RefreshResult, RefreshResult]]] = {
+        timings: dict[str, list[tuple[float, float, RefreshResult, RefreshResult, int]]] = {
             shape: [] for shape in mvs
         }
         for run in range(runs):
             next_id = _apply_delta(lakehouse, base, kind, rows, count, run, next_id)
             for shape, mv in mvs.items():
-                incremental_s, full_s, incremental, full = incremental_then_full(lakehouse, mv)
-                timings[shape].append((incremental_s, full_s, incremental, full))
+                jobs: list[dict[str, Any]] = []
+                incremental_s, full_s, incremental, full = incremental_then_full(
+                    lakehouse, mv, jobs
+                )
+                timings[shape].append((incremental_s, full_s, incremental, full, len(jobs)))
                 print(
                     f"  {shape:15} {label:21} run {run + 1}/{runs} {policy} {incremental_s:7.2f} s "
                     f"({incremental.mode}, {incremental.reason}, {incremental.engine})  "
-                    f"full {full_s:7.2f} s  phases {_phases(incremental.phase_seconds)}",
+                    f"full {full_s:7.2f} s  phases {_phases(incremental.phase_seconds)}  "
+                    f"spark jobs {len(jobs)}",
                     flush=True,
                 )
+                if show_jobs:
+                    for job in jobs:
+                        print(
+                            f"      job {job['seconds']:5.2f} s  {job['tasks']:4} tasks  "
+                            f"{job['stages']} stages  {job['name']}",
+                            flush=True,
+                        )
         for shape, runs_of_shape in timings.items():
             results.append(_row(rows, write_mode, shape, label, count, runs_of_shape))
     return results
 
 
+def _job_data(spark: Any) -> list[Any]:
+    """The application's Spark jobs, from the driver's status store (no UI needed)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # noqa: SLF001 (Scala Seq)
+    return [jobs.apply(i) for i in range(jobs.size())]
+
+
+def _next_job_id(spark: Any) -> int:
+    return max((int(job.jobId()) for job in _job_data(spark)), default=-1) + 1
+
+
+def _jobs_since(spark: Any, first: int) -> list[dict[str, Any]]:
+    """The Spark jobs run since job `first`: call site, stages, tasks, seconds."""
+    jobs = []
+    for job in sorted(_job_data(spark), key=lambda j: int(j.jobId())):
+        if int(job.jobId()) < first:
+            continue
+        started, ended = job.submissionTime(), job.completionTime()
+        seconds = (
+            (ended.get().getTime() - started.get().getTime()) / 1000
+            if started.isDefined() and ended.isDefined()
+            else 0.0
+        )
+        jobs.append({
+            "name": str(job.name()),
+            "stages": int(job.stageIds().size()) - int(job.numSkippedStages()),
+            "tasks": int(job.numTasks()) - int(job.numSkippedTasks()),
+            "seconds": seconds,
+        })  # fmt: skip
+    return jobs
+
+
 def incremental_then_full(
-    lakehouse: Lakehouse, mv: Identifier
+    lakehouse: Lakehouse, mv: Identifier, jobs: list[dict[str, Any]] | None = None
 ) -> tuple[float, float, RefreshResult, RefreshResult]:
-    """Refresh `mv` as its policy says, then recompute it fully; both timed (seconds)."""
+    """Refresh `mv` as its policy says, then recompute it fully; both timed (seconds).
+    `jobs` given: the first refresh's Spark jobs are appended to it."""
+    first_job = _next_job_id(lakehouse.spark) if jobs is not None else 0
     t0 = time.time()
     incremental = refresh_mv(lakehouse, mv)
     incremental_s = time.time() - t0
+    if jobs is not None:
+        jobs.extend(_jobs_since(lakehouse.spark, first_job))
     t0 = time.time()
     plan = plan_refresh(
         CatalogReads(lakehouse), load_materialized_view(lakehouse, mv), int(t0 * 1000)
@@ -220,7 +267,7 @@ def _row(
     shape: str,
     label: str,
     count: int,
-    runs: list[tuple[float, float, RefreshResult, RefreshResult]],
+    runs: list[tuple[float, float, RefreshResult, RefreshResult, int]],
 ) -> dict[str, Any]:
     """One shape and delta: medians over the runs, the last run's mode and reads."""
     incremental_s = statistics.median(r[0] for r in runs)
@@ -245,6 +292,7 @@ def _row(
         "rows_read_full": last_full.source_rows_read,
         "mv_rows_written_incremental": last.rows_inserted,
         "mv_rows_written_full": last_full.rows_inserted,
+        "incremental_spark_jobs": [r[4] for r in runs],
         "incremental_phases": _median_phases([r[2] for r in runs]),
         "full_phases": _median_phases([r[3] for r in runs]),
     }
@@ -339,6 +387,9 @@ def main() -> None:
         "--chart", help="also draw incremental and full time against base rows (an SVG file)"
     )
     parser.add_argument(
+        "--jobs", action="store_true", help="list each incremental refresh's Spark jobs"
+    )
+    parser.add_argument(
         "--policy",
         default="incremental",
         choices=("incremental", "auto"),
@@ -373,7 +424,14 @@ def main() -> None:
                 results += [
                     {**row, "catalog": kind, "policy": args.policy}
                     for row in run_scale(
-                        lakehouse, rows, shapes, deltas, write_mode, args.policy, args.runs
+                        lakehouse,
+                        rows,
+                        shapes,
+                        deltas,
+                        write_mode,
+                        args.policy,
+                        args.runs,
+                        args.jobs,
                     )
                 ]
         from icemv.engine.spark import stop_spark

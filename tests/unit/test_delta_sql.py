@@ -6,10 +6,20 @@ Each case: the view SQL, the tables that changed, and the exact Spark SQL of the
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from sqlglot import exp
 
 from icemv.sql.analysis import AggregateAnalysis, NotMaintainable, RowsAnalysis, analyse
-from icemv.sql.delta import DeltaInputs, pre_aggregation_delta, query_at, rows_delta
+from icemv.sql.delta import (
+    DeltaInputs,
+    KeyBounds,
+    TouchedKeys,
+    pre_aggregation_delta,
+    query_at,
+    rows_delta,
+)
 from tests.unit.sources import Sources, ident
 
 SOURCES = Sources(
@@ -165,3 +175,56 @@ def test_a_change_to_the_preserved_side_of_an_outer_join_is_linear() -> None:
         "FROM `__d_trips` AS `t` LEFT JOIN `lake`.`nyc`.`zones` VERSION AS OF 1 AS `z` "
         "ON `t`.`id` = `z`.`id`"
     )
+
+
+def test_an_evaluated_key_set_is_joined_and_its_bounds_prune_each_read() -> None:
+    """K evaluated by the refresh (refresh/patch/touched_keys.py): a temp view in the semi
+    joins, broadcast, and its literal bounds on the occurrences whose key type suits them."""
+    analysis = analyse(
+        SOURCES, "SELECT t.id, z.zone FROM trips t LEFT JOIN zones z ON t.id = z.id", ("nyc",)
+    )
+    assert isinstance(analysis, RowsAnalysis) and analysis.keyed is not None
+    bounds = KeyBounds(
+        exp.Literal.number(-3),
+        exp.Literal.number(7),
+        (exp.Literal.number(-3), exp.Literal.number(7)),
+        has_null=True,
+    )
+    keys = TouchedKeys("__k", bounds, frozenset({(ident("nyc.zones"), "id")}), broadcast=True)
+    delta = rows_delta(analysis, dataclasses.replace(_inputs("nyc.zones"), keys=keys))
+    assert delta is not None
+
+    def read(alias: str, table: str, snapshot: int, where: str) -> str:
+        return (
+            f"(SELECT /*+ BROADCAST(`__k`) */ `{alias}`.* FROM `lake`.`nyc`.`{table}` "
+            f"VERSION AS OF {snapshot} AS `{alias}` LEFT SEMI JOIN `__k` ON `{alias}`.`id` "
+            f"IS NOT DISTINCT FROM `__k`.`__icemv_key`{where}) AS `{alias}`"
+        )
+
+    def side(snapshot: int, weight: int) -> str:
+        bounded = " WHERE `z`.`id` IS NULL OR (`z`.`id` BETWEEN -3 AND 7 AND `z`.`id` IN (-3, 7))"
+        return (
+            f"SELECT __icemv_q.*, {weight} AS `__icemv_w` FROM (SELECT `t`.`id` AS `id`, "
+            f"`z`.`zone` AS `zone` FROM {read('t', 'trips', snapshot, '')} LEFT JOIN "
+            f"{read('z', 'zones', snapshot, bounded)} ON `t`.`id` = `z`.`id`) AS __icemv_q"
+        )
+
+    assert delta.sql(dialect="spark") == (
+        f"SELECT * FROM ({side(2, 1)} UNION ALL {side(1, -1)}) AS `__icemv_keyed`"
+    )
+
+
+@pytest.mark.parametrize(
+    ("bounds", "admits"),
+    [
+        (KeyBounds(None, None, (), has_null=True), "`k` IS NULL"),
+        (KeyBounds(None, None, (), has_null=False), "FALSE"),
+        (
+            KeyBounds(exp.Literal.string("a'b"), exp.Literal.string("z")),
+            "`k` BETWEEN 'a\\'b' AND 'z'",
+        ),
+    ],
+)
+def test_key_bounds_admit_nulls_only_when_k_has_one(bounds: KeyBounds, admits: str) -> None:
+    column = exp.column("k", quoted=True)
+    assert bounds.admits(column).sql(dialect="spark") == admits

@@ -42,13 +42,14 @@ from icemv.refresh.patch.model import (
 )
 from icemv.refresh.patch.rows import rows_patch
 from icemv.refresh.patch.top_n import unreached_patch
+from icemv.refresh.patch.touched_keys import touched_keys
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import IncrementalPlan
 from icemv.refresh.record import commit_properties, result_of_commit
 from icemv.refresh.result import RefreshResult
 from icemv.spec.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey
 from icemv.sql.analysis import AggregateAnalysis, RowsAnalysis
-from icemv.sql.delta import DeltaInputs, pre_aggregation_delta, rows_delta
+from icemv.sql.delta import DeltaInputs, needs_keyed_delta, pre_aggregation_delta, rows_delta
 from icemv.sql.pinning import pin_tables
 from icemv.sql.state import state_query
 
@@ -191,6 +192,8 @@ def _prepare_patch(
         new={i: c.new_snapshot_id for i, c in plan.changes.items()},
     )
     analysis = plan.analysis
+    if needs_keyed_delta(analysis, inputs):  # K once, not once per restricted read
+        inputs = dataclasses.replace(inputs, keys=touched_keys(views, analysis.query, inputs))
     if not isinstance(analysis, AggregateAnalysis):
         delta = rows_delta(analysis, inputs)
         if delta is None:

@@ -9,6 +9,10 @@ the derived table a set operation's GROUP BY reads (sql/setops.py).
 
 A keyed query (sql/keys.py: windows, outer and semi joins, derived tables) has instead
     dV = Q(sources|K at new) - Q(sources|K at old),  K = the keys its changes touch.
+K is evaluated once by the refresh (`touched_keys_query`, then `TouchedKeys`): each
+restricted read `source|K` is an exact null-safe semi join with K, plus literal bounds of
+K's values (a range, and an IN list when K is small) that Iceberg prunes files and row
+groups with.
 """
 
 from __future__ import annotations
@@ -25,6 +29,49 @@ from icemv.sql.names import ANY, KEY, KEYS, WEIGHT, argument_column, key_column
 from icemv.sql.pinning import pin_tables, table_at
 from icemv.sql.setops import union_source
 
+# Iceberg's metrics evaluators check IN lists up to 200 values against file bounds.
+IN_LIST_MAX = 200
+
+
+@dataclass(frozen=True)
+class KeyBounds:
+    """Literals bounding the touched keys: every non-NULL key k has low <= k <= high and,
+    when `values` is not empty, is one of them; `has_null`: K holds NULL."""
+
+    low: exp.Expr | None  # None: K holds only NULL
+    high: exp.Expr | None
+    values: tuple[exp.Expr, ...] = ()
+    has_null: bool = False
+
+    def admits(self, column: exp.Column) -> exp.Expr:
+        """A condition every row whose `column` is in K meets (a superset: pruning only)."""
+        terms: list[exp.Expr] = []
+        if self.low is not None and self.high is not None:
+            terms.append(
+                exp.Between(this=column.copy(), low=self.low.copy(), high=self.high.copy())
+            )
+            if self.values:
+                terms.append(
+                    exp.In(this=column.copy(), expressions=[v.copy() for v in self.values])
+                )
+        present = exp.and_(*terms, copy=False) if terms else None
+        if not self.has_null:
+            return present if present is not None else exp.false()
+        is_null = exp.Is(this=column.copy(), expression=exp.null())
+        return is_null if present is None else exp.or_(is_null, exp.Paren(this=present))
+
+
+@dataclass(frozen=True)
+class TouchedKeys:
+    """K, evaluated: a temp view of the touched keys (column KEY, duplicates allowed) and
+    literal bounds of them for the table occurrences whose key column they suit."""
+
+    view: str
+    bounds: KeyBounds | None = None
+    # (source, key column) of the occurrences `bounds` may filter: same type family as K.
+    bounded: frozenset[tuple[Identifier, str]] = frozenset()
+    broadcast: bool = False  # K is small: hint the semi joins to broadcast it
+
 
 @dataclass(frozen=True)
 class DeltaInputs:
@@ -33,6 +80,8 @@ class DeltaInputs:
     delta_views: Mapping[Identifier, str]
     old: Mapping[Identifier, int | None]
     new: Mapping[Identifier, int | None]
+    # The keyed delta's K, evaluated by the refresh; None: an inline CTE over the deltas.
+    keys: TouchedKeys | None = None
 
 
 def _identifier(table: exp.Table) -> Identifier:
@@ -77,8 +126,14 @@ def _union_all(terms: list[exp.Select]) -> exp.Query | None:
     return combined
 
 
-def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
-    """The query's rows for the touched keys at the new snapshots (+1) and the old (-1).
+def needs_keyed_delta(analysis: MaintainableAnalysis, inputs: DeltaInputs) -> bool:
+    """Whether the view's delta for these changed sources goes through affected keys."""
+    keyed = analysis.keyed
+    return keyed is not None and keyed.needs_keys(inputs.delta_views)
+
+
+def touched_keys_query(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
+    """K: the key values of the changed sources' delta rows (duplicates kept).
 
     Every table occurrence carries its key column in `meta[KEY_META]` (sql/keys.py).
     """
@@ -94,29 +149,55 @@ def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
         return None
     keys: exp.Query = touched[0]
     for more in touched[1:]:
-        keys = exp.union(keys, more, distinct=True)
-    sides = [_weighted(_restricted(query, inputs.new, inputs.catalog), 1)]
-    sides.append(_weighted(_restricted(query, inputs.old, inputs.catalog), -1))
+        keys = exp.union(keys, more, distinct=False)
+    return keys
+
+
+def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
+    """The query's rows for the touched keys at the new snapshots (+1) and the old (-1).
+
+    K is `inputs.keys` when the refresh evaluated it, else a CTE over the delta views.
+    """
+    keys, inline = inputs.keys, None
+    if keys is None:
+        inline = touched_keys_query(query, inputs)
+        if inline is None:
+            return None
+        keys = TouchedKeys(KEYS)
+    sides = [_weighted(_restricted(query, inputs.new, inputs.catalog, keys), 1)]
+    sides.append(_weighted(_restricted(query, inputs.old, inputs.catalog, keys), -1))
     delta = exp.union(sides[0], sides[1], distinct=False)
-    return exp.select(exp.Star()).from_(exp.Subquery(this=delta, alias=exp.TableAlias(
-        this=exp.to_identifier("__icemv_keyed", quoted=True)))).with_(
-        exp.to_identifier(KEYS, quoted=True), as_=keys)  # fmt: skip
+    keyed = exp.select(exp.Star()).from_(exp.Subquery(this=delta, alias=exp.TableAlias(
+        this=exp.to_identifier("__icemv_keyed", quoted=True))))  # fmt: skip
+    if inline is not None:
+        keyed = keyed.with_(exp.to_identifier(KEYS, quoted=True), as_=inline)
+    return keyed
 
 
-def _restricted(query: exp.Query, pins: Mapping[Identifier, int | None], catalog: str) -> exp.Query:
-    """A copy reading each table at its pin, only the rows whose key is in KEYS."""
+def _restricted(
+    query: exp.Query, pins: Mapping[Identifier, int | None], catalog: str, keys: TouchedKeys
+) -> exp.Query:
+    """A copy reading each table at its pin, only the rows whose key is in K: an exact
+    null-safe semi join, and the bounds (if any suit the column) for Iceberg to prune by."""
     restricted = query.copy()
     for table in list(restricted.find_all(exp.Table)):
-        source, alias = _identifier(table), table.alias_or_name
+        source, alias, key = _identifier(table), table.alias_or_name, table.meta[KEY_META]
+        column = exp.column(key, table=alias, quoted=True)
         on = exp.NullSafeEQ(
-            this=exp.column(table.meta[KEY_META], table=alias, quoted=True),
-            expression=exp.column(KEY, table=KEYS, quoted=True),
+            this=column.copy(), expression=exp.column(KEY, table=keys.view, quoted=True)
         )
         rows = (
             exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
             .from_(table_at(catalog, source, pins[source], alias))
-            .join(exp.to_identifier(KEYS, quoted=True), on=on, join_type="LEFT SEMI")
+            .join(exp.to_identifier(keys.view, quoted=True), on=on, join_type="LEFT SEMI")
         )
+        if keys.broadcast:
+            hint = exp.Anonymous(
+                this="BROADCAST", expressions=[exp.to_identifier(keys.view, quoted=True)]
+            )
+            rows.set("hint", exp.Hint(expressions=[hint]))
+        if keys.bounds is not None and (source, key) in keys.bounded:
+            rows = rows.where(keys.bounds.admits(column), copy=False)
         table.replace(
             exp.Subquery(
                 this=rows, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))
@@ -135,7 +216,7 @@ def _weighted(query: exp.Query, weight: int) -> exp.Select:
 
 def rows_delta(analysis: RowsAnalysis, inputs: DeltaInputs) -> exp.Query | None:
     """Weighted delta of a filter/project/join/UNION ALL view; None if none of its sources moved."""
-    if analysis.keyed is not None and analysis.keyed.needs_keys(inputs.delta_views):
+    if needs_keyed_delta(analysis, inputs):
         return keyed_delta(analysis.query, inputs)
     return _union_all([t for s in selects_of(analysis.query) for t in _terms(s, inputs)])
 
@@ -160,7 +241,7 @@ def pre_aggregation_delta(analysis: AggregateAnalysis, inputs: DeltaInputs) -> e
     select.set("expressions", projections)
     select.set("group", None)
     select.set("having", None)
-    if analysis.keyed is not None and analysis.keyed.needs_keys(inputs.delta_views):
+    if needs_keyed_delta(analysis, inputs):
         return keyed_delta(select, inputs)
     if union_source(select) is not None:
         return _over_union_delta(select, inputs)

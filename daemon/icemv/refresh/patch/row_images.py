@@ -14,6 +14,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.expressions import (
     AlwaysTrue,
     And,
@@ -65,13 +66,19 @@ def rewrite_row_images(
     survivors, replaces = [], []
     for task in tasks:
         rows = conform_to_storage(reader.to_table([task]), storage)
-        keep = []
-        for image in _images(rows):
-            gone = doomed[image] > 0
-            if gone:
+        # Only rows each of whose exactly comparable values some deleted image has are
+        # compared as Python tuples: a vectorised membership test per column first.
+        candidates = _candidates(rows, negatives)
+        gone = []
+        positions = candidates.to_pylist()
+        for position, image in zip(positions, _images(rows.take(candidates)), strict=True):
+            if doomed[image] > 0:
                 doomed[image] -= 1
-            keep.append(not gone)
-        if not all(keep):
+                gone.append(position)
+        if gone:
+            keep = [True] * rows.num_rows
+            for position in gone:
+                keep[position] = False
             survivors.append(rows.filter(pa.array(keep)))
             replaces.append(task.file)
     if +doomed:
@@ -82,6 +89,24 @@ def rewrite_row_images(
     return RowRewrite(rows, tuple(replaces), inserted.num_rows, deleted)
 
 
+def _candidates(rows: pa.Table, negatives: pa.Table) -> pa.Array:
+    """Positions of the rows that may equal a deleted image: on every column of a type
+    whose Arrow equality is Python's (no floating point), a value some image has."""
+    mask = None
+    for name, column in zip(rows.column_names, rows.columns, strict=True):
+        if not any(check(column.type) for check in _EXACT):
+            continue
+        values = negatives.column(name).combine_chunks()
+        try:
+            hit = pc.is_in(column, value_set=values, skip_nulls=False)
+        except pa.ArrowNotImplementedError:  # no Arrow kernel for this type: not a filter
+            continue
+        mask = hit if mask is None else pc.and_(mask, hit)
+    if mask is None:
+        return pa.array(range(rows.num_rows), pa.int64())
+    return pc.indices_nonzero(mask)
+
+
 def _images(rows: pa.Table) -> list[Image]:
     # Python equality is null-safe (None == None), like the `<=>` the MERGE path uses.
     return list(zip(*(column.to_pylist() for column in rows.columns), strict=True))
@@ -90,6 +115,10 @@ def _images(rows: pa.Table) -> list[Image]:
 # Bounds prune files only on types whose order Iceberg's statistics and Python agree on.
 _PRUNABLE = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string,
              pa.types.is_date, pa.types.is_decimal)  # fmt: skip
+
+
+# Arrow's and Python's equality agree on these (NULL matching NULL, as `<=>` does).
+_EXACT = (*_PRUNABLE, pa.types.is_boolean)
 
 
 def bounds_filter(negatives: pa.Table) -> BooleanExpression:
