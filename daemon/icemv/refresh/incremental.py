@@ -7,8 +7,9 @@ asserts main is still where the plan found it: from the driver by pyiceberg, or 
 a private branch for Spark writes. Anything that makes a correct delta impossible raises
 FullRefreshRequiredError with the reason.
 
-One decision, at plan time (`arrow_route`): a small append to the one source of a filter
-or merged GROUP BY view is computed in Arrow on the driver, no Spark job; anything else
+One decision, at plan time (`arrow_route`): a small change to the one source of a filter
+(appends) or merged GROUP BY view (appends, deletes, updates) is computed in Arrow on the
+driver, no Spark job; anything else
 (or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by Spark. The
 result says which engine computed the delta and, for Spark, why not Arrow.
 """
@@ -148,9 +149,9 @@ def _arrow_patch(
     """The patch computed in Arrow, the source rows read, and None as the route taken;
     or no patch and why, when the rows show the Arrow path cannot take it after all."""
     try:
-        appended = route.read(cache)
+        rows, read = route.read(cache)
         phases.end("changes")
-        return route.patch(appended, target), appended.num_rows, None
+        return route.patch(rows, target), read, None
     except ArrowUnsupportedError as exc:
         return None, 0, str(exc)
     except pa.ArrowException as exc:  # a kernel the subset should not have reached: Spark

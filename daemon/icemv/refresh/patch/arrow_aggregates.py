@@ -67,6 +67,10 @@ class ArrowAggregateDelta:
     key_outputs: tuple[str, ...]  # storage columns of the group keys, in key order
     values: tuple[ArrowExpr, ...]  # every storage column's merged value, storage order
     extremes: bool  # MIN or MAX: NaN orders differently in Spark
+    # Under deletes: the group's rows after the merge (a group left with none goes) and
+    # stored state that cannot be trusted (the groups are recomputed: Spark's work).
+    rows: ArrowExpr | None = None
+    unknown: tuple[ArrowExpr, ...] = ()
 
     def patch(
         self, appended: pa.Table, storage: Table, snapshot_id: int, max_rows: int
@@ -93,15 +97,24 @@ class ArrowAggregateDelta:
         for index, key in enumerate(_tuples(stored.select(key_outputs))):
             where.setdefault(key, index)
         keys = grouped.select([key_column(i) for i in range(len(self.keys))])
-        aligned = stored.take(pa.array([where.get(key) for key in _tuples(keys)], pa.int64()))
+        positions = pa.array([where.get(key) for key in _tuples(keys)], pa.int64())
+        aligned = stored.take(positions)
         columns = {f"s.{name}": grouped.column(name) for name in grouped.column_names}
         columns.update({f"t.{name}": aligned.column(name) for name in aligned.column_names})
         joined = pa.table(columns)
         if self.extremes:
             _refuse_nan(joined)
-        return pa.Table.from_arrays(
+        matched = pc.is_valid(positions)  # the group has a stored row
+        for unknown in self.unknown:
+            if pc.any(pc.and_(matched, unknown.evaluate(joined))).as_py():
+                raise ArrowUnsupportedError("stored state unknown: the groups are recomputed")
+        merged = pa.Table.from_arrays(
             [v.evaluate(joined) for v in self.values], names=stored.column_names
         )
+        if self.rows is None:
+            return merged
+        # A group left with no row goes (a new group only comes with rows).
+        return merged.filter(pc.greater(self.rows.evaluate(joined), 0))
 
     def _grouped(self, rows: pa.Table) -> pa.Table:
         """One row per touched group: `s`'s key columns and every rule's delta."""
@@ -109,7 +122,10 @@ class ArrowAggregateDelta:
             key_column(i): k.evaluate(rows) for i, k in enumerate(self.keys)
         }
         pre.update({name: value.evaluate(rows) for name, value in self.arguments})
-        pre[WEIGHT] = pa.array([1] * rows.num_rows, pa.int32())  # insert-only: every row +1
+        if WEIGHT in rows.column_names:  # signed change rows (arrow_changes.py)
+            pre[WEIGHT] = rows.column(WEIGHT)
+        else:  # appended rows: every row +1
+            pre[WEIGHT] = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
         pre_delta = pa.table(pre)
         inputs = pa.table(
             {
@@ -174,7 +190,9 @@ def compile_aggregate_delta(
     storage: pa.Schema,
     state: Sequence[StateColumn],
     types: Mapping[str, IcebergType],
+    with_deletes: bool = False,
 ) -> ArrowAggregateDelta:
+    """`with_deletes`: the change rows carry signed weights (arrow_changes.py)."""
     funcs = {a.func for a in analysis.aggregates}
     if analysis.keyed is not None:
         raise ArrowUnsupportedError("a keyed delta")
@@ -220,8 +238,20 @@ def compile_aggregate_delta(
             raise ArrowUnsupportedError(f"no merge rule for storage column {name}")
     check_types(values, storage)
     extremes = bool(funcs & {"min", "max"})
+    rows: ArrowExpr | None = None
+    unknown: tuple[ArrowExpr, ...] = ()
+    if with_deletes:
+        if extremes:
+            raise ArrowUnsupportedError("MIN / MAX under deletes recompute their groups")
+        if "sum" in funcs and not state:
+            raise ArrowUnsupportedError("SUM under deletes without state columns")
+        if keys:  # a global aggregate always keeps its one row
+            if rules.rows is None:
+                raise ArrowUnsupportedError("deletes without COUNT(*) or its state")
+            rows = compile_expr(rules.rows, fields)
+        unknown = tuple(compile_expr(u, fields) for u in rules.unknown)
     return ArrowAggregateDelta(
-        select, keys, arguments, deltas, key_outputs, tuple(values), extremes
+        select, keys, arguments, deltas, key_outputs, tuple(values), extremes, rows, unknown
     )
 
 

@@ -1,8 +1,11 @@
 """Whether a refresh's delta is computed in Arrow on the driver, decided at plan time.
 
-The Arrow path (no Spark job) takes small append-only changes of one source, for a
-filter / projection view (the appended rows, filtered and projected) and for a GROUP BY
-view merged by its rules (COUNT, SUM, MIN, MAX, AVG with state). Everything else, and
+The Arrow path (no Spark job) takes small changes of one source: appends, for a filter /
+projection view (the appended rows, filtered and projected) and for a GROUP BY view
+merged by its rules (COUNT, SUM, MIN, MAX, AVG with state); deletes and updates
+(position deletes, deletion vectors, copy-on-write rewrites of small files: signed change
+rows, refresh/changes/arrow_changes.py) for a GROUP BY view merged by its rules under
+deletes (COUNT, SUM, AVG with state). Everything else, and
 anything whose Spark semantics Arrow might not match (sql/arrow_expr.py), goes to Spark;
 the refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`).
 """
@@ -15,6 +18,7 @@ import pyarrow as pa
 from pyiceberg.table import Table
 
 from icemv.errors import ArrowUnsupportedError
+from icemv.refresh.changes.arrow_changes import changed_rows
 from icemv.refresh.changes.arrow_reads import AppendedRowsCache, appended_rows, read_schema
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.patch.arrow_aggregates import ArrowAggregateDelta, compile_aggregate_delta
@@ -29,15 +33,22 @@ class ArrowRoute:
     change: SourceChange
     source: Table
     delta: ArrowRowsDelta | ArrowAggregateDelta
+    columns: tuple[str, ...] | None = None  # read for a change with deletes; None: all
 
-    def read(self, cache: AppendedRowsCache) -> pa.Table:
-        """The appended source rows (shared with other MVs through `cache`)."""
-        return appended_rows(self.source, self.change, cache)
+    def read(self, cache: AppendedRowsCache) -> tuple[pa.Table, int]:
+        """The change rows and the source rows read for them: appended rows (shared with
+        other MVs through `cache`), or signed rows (a `WEIGHT` column) of a range with
+        deletes."""
+        if self.change.kind == "append-only":
+            appended = appended_rows(self.source, self.change, cache)
+            return appended, appended.num_rows
+        changed = changed_rows(self.source, self.change, self.columns)
+        return changed.rows, changed.rows_read
 
-    def patch(self, appended: pa.Table, target: PatchTarget) -> DriverPatch:
+    def patch(self, rows: pa.Table, target: PatchTarget) -> DriverPatch:
         if isinstance(self.delta, ArrowRowsDelta):
-            return self.delta.patch(appended)
-        return self.delta.patch(appended, target.table, target.snapshot_id, target.driver_max_rows)
+            return self.delta.patch(rows)
+        return self.delta.patch(rows, target.table, target.snapshot_id, target.driver_max_rows)
 
 
 def arrow_route(plan: IncrementalPlan, max_rows: int, driver_max_rows: int) -> ArrowRoute | str:
@@ -47,8 +58,6 @@ def arrow_route(plan: IncrementalPlan, max_rows: int, driver_max_rows: int) -> A
     if len(plan.changes) != 1 or len(plan.moved) != 1:
         return "more than one source table"
     ((identifier, change),) = plan.moved.items()
-    if change.kind != "append-only":
-        return f"{identifier} changed by more than appends"
     limit = min(max_rows, driver_max_rows)  # the patch is committed from the driver too
     if change.changed_records > limit:
         return (
@@ -67,14 +76,19 @@ def arrow_route(plan: IncrementalPlan, max_rows: int, driver_max_rows: int) -> A
             if analysis.aggregate_strategy(plan.with_deletes, bool(state)) != "merge-aggregates":
                 return "the touched groups are recomputed from the source"
             delta = compile_aggregate_delta(
-                analysis, source_schema, storage_schema, state, base.layout.types
+                analysis,
+                source_schema,
+                storage_schema,
+                state,
+                base.layout.types,
+                plan.with_deletes,
             )
         else:
             if analysis.top_n is not None:  # an append may push rows out of the top n
                 return "a top-N view"
             if not plan.insert_only:
-                return "the delta is not insert-only"
+                return f"{identifier} changed by more than appends (a filter / projection view)"
             delta = compile_rows_delta(analysis, source_schema, storage_schema)
     except ArrowUnsupportedError as exc:
         return str(exc)
-    return ArrowRoute(change, source, delta)
+    return ArrowRoute(change, source, delta, plan.change_read(identifier).columns)

@@ -1,0 +1,134 @@
+"""The Arrow path under deletes (refresh/changes/arrow_changes.py): small merge-on-read
+deletes and updates (position deletes read by row group) and copy-on-write rewrites of
+small files refresh merged GROUP BY views without a Spark job, equal to the view SQL at
+the recorded snapshots; what the Arrow path refuses goes to Spark, still correct."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
+from tests.conftest import CATALOG_KINDS
+from tests.support.arrow import refresh_by, strict_mv
+from tests.support.tables import equality_delete
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
+
+AGGREGATE = (
+    "SELECT vendor, day, count(*) AS n, count(fare) AS nf, sum(fare) AS total, "
+    "avg(fare) AS mean FROM trips WHERE id > 3 GROUP BY vendor, day"
+)
+GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips"
+ROWS = 200  # one data file, row groups of 10 rows
+
+
+def _trips(lakehouse: Lakehouse, namespace: str, write_mode: str) -> str:
+    """200 rows in one data file of 10-row row groups; deletes and updates `write_mode`."""
+    name = lakehouse.quoted(Identifier((namespace,), "trips"))
+    modes = ", ".join(f"'write.{op}.mode' = '{write_mode}'" for op in ("delete", "update"))
+    lakehouse.spark.sql(
+        f"CREATE TABLE {name} (id BIGINT, vendor STRING, fare DOUBLE, day DATE) USING iceberg "
+        f"TBLPROPERTIES ('format-version' = '2', {modes}, "
+        "'write.parquet.row-group-size-bytes' = '1', "
+        "'write.parquet.row-group-check-min-record-count' = '10', "
+        "'write.parquet.row-group-check-max-record-count' = '10')"
+    )
+    lakehouse.spark.sql(
+        f"INSERT INTO {name} SELECT /*+ COALESCE(1) */ id, "
+        "CASE WHEN id % 7 = 0 THEN NULL ELSE concat('v', CAST(id % 3 AS STRING)) END, "
+        "CASE WHEN id % 11 = 0 THEN NULL ELSE CAST(id AS DOUBLE) / 4 END, "
+        "date_add(DATE'2024-01-01', CAST(id % 2 AS INT)) "
+        f"FROM range({ROWS})"
+    )
+    return name
+
+
+def _steps(name: str) -> list[tuple[str, Callable[[Lakehouse], None]]]:
+    def sql(*statements: str) -> Callable[[Lakehouse], None]:
+        def run(lakehouse: Lakehouse) -> None:
+            for statement in statements:
+                lakehouse.spark.sql(statement)
+
+        return run
+
+    return [
+        ("delete", sql(f"DELETE FROM {name} WHERE id BETWEEN 50 AND 59")),
+        ("update", sql(f"UPDATE {name} SET fare = fare + 1, vendor = 'z' WHERE id IN (101, 102)")),
+        # Overlaps the first delete: positions deleted before the range count once.
+        ("second delete", sql(f"DELETE FROM {name} WHERE id BETWEEN 55 AND 64")),
+        # Rows appended and deleted within one range never count.
+        (
+            "append then delete",
+            sql(
+                f"INSERT INTO {name} VALUES (1000, 'v1', 2.0, DATE'2024-01-01'), "
+                "(1001, 'v9', 3.0, DATE'2024-01-01'), (1002, 'v1', NULL, DATE'2024-01-02')",
+                f"DELETE FROM {name} WHERE id IN (1001, 150)",
+            ),
+        ),
+        # Every row of some groups: they go.
+        ("groups gone", sql(f"DELETE FROM {name} WHERE vendor = 'z' OR id = 1002")),
+        ("update unchanged", sql(f"UPDATE {name} SET fare = fare WHERE id BETWEEN 20 AND 24")),
+    ]
+
+
+@pytest.mark.parametrize("write_mode", ["merge-on-read", "copy-on-write"])
+def test_deletes_and_updates_refresh_in_arrow(
+    lakehouse: Lakehouse, namespace: str, write_mode: str
+) -> None:
+    name = _trips(lakehouse, namespace, write_mode)
+    mvs = [
+        strict_mv(lakehouse, namespace, "agg", AGGREGATE),
+        strict_mv(lakehouse, namespace, "one", GLOBAL),
+    ]
+    for step, apply in _steps(name):
+        apply(lakehouse)
+        for mv in mvs:
+            result = refresh_by(lakehouse, mv, "arrow")
+            assert result.engine_reason is None, (step, result)
+            if write_mode == "merge-on-read" and step in ("delete", "second delete"):
+                # Only the row groups holding the deleted positions are read.
+                assert result.source_rows_read is not None
+                assert 0 < result.source_rows_read <= 30, (step, result.source_rows_read)
+
+
+@pytest.mark.parametrize(
+    ("sql", "change", "reason"),
+    [
+        (
+            "SELECT vendor, count(*) AS n, min(fare) AS lo FROM trips GROUP BY vendor",
+            "delete",
+            "recomputed",
+        ),
+        (AGGREGATE, "equality", "equality delete"),
+        ("SELECT id, fare FROM trips WHERE fare > 10", "delete", "filter / projection"),
+    ],
+    ids=["min-under-delete", "equality-delete", "filter"],
+)
+def test_refused_deletes_go_to_spark(
+    lakehouse: Lakehouse, namespace: str, sql: str, change: str, reason: str
+) -> None:
+    name = _trips(lakehouse, namespace, "merge-on-read")
+    mv = strict_mv(lakehouse, namespace, "v", sql)
+    if change == "equality":
+        equality_delete(lakehouse, namespace, "vendor", ["v2"])
+    else:
+        lakehouse.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
+    result = refresh_by(lakehouse, mv, "spark")
+    assert result.engine_reason is not None and reason in result.engine_reason, result
+
+
+def test_the_row_limit_counts_deleted_rows(lakehouse: Lakehouse, namespace: str) -> None:
+    name = _trips(lakehouse, namespace, "merge-on-read")
+    mv = strict_mv(lakehouse, namespace, "v", AGGREGATE)
+    config = lakehouse.config
+    small = Lakehouse(
+        config.model_copy(
+            update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 5})}
+        )
+    )
+    small.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
+    result = refresh_by(small, mv, "spark")
+    assert result.engine_reason is not None and "11 changed rows > 5" in result.engine_reason
