@@ -1,7 +1,8 @@
 """The Arrow path under deletes (refresh/changes/arrow_changes.py): small merge-on-read
 deletes and updates (position deletes read by row group) and copy-on-write rewrites of
-small files refresh merged GROUP BY views without a Spark job, equal to the view SQL at
-the recorded snapshots; what the Arrow path refuses goes to Spark, still correct."""
+small files refresh merged GROUP BY views and filter views without a Spark job, equal to
+the view SQL at the recorded snapshots; what the Arrow path refuses goes to Spark, still
+correct."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ AGGREGATE = (
     "avg(fare) AS mean FROM trips WHERE id > 3 GROUP BY vendor, day"
 )
 GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips"
+FILTER = "SELECT id, vendor, fare * 2 AS double_fare, day FROM trips WHERE fare > 10 OR id < 5"
 ROWS = 200  # one data file, row groups of 10 rows
 
 
@@ -82,6 +84,7 @@ def test_deletes_and_updates_refresh_in_arrow(
     mvs = [
         strict_mv(lakehouse, namespace, "agg", AGGREGATE),
         strict_mv(lakehouse, namespace, "one", GLOBAL),
+        strict_mv(lakehouse, namespace, "filter", FILTER),
     ]
     for step, apply in _steps(name):
         apply(lakehouse)
@@ -103,9 +106,9 @@ def test_deletes_and_updates_refresh_in_arrow(
             "recomputed",
         ),
         (AGGREGATE, "equality", "equality delete"),
-        ("SELECT id, fare FROM trips WHERE fare > 10", "delete", "filter / projection"),
+        (FILTER, "equality", "equality delete"),
     ],
-    ids=["min-under-delete", "equality-delete", "filter"],
+    ids=["min-under-delete", "equality-delete", "filter-equality-delete"],
 )
 def test_refused_deletes_go_to_spark(
     lakehouse: Lakehouse, namespace: str, sql: str, change: str, reason: str

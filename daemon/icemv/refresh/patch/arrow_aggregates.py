@@ -22,9 +22,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.types import IcebergType
 from sqlglot import exp
@@ -32,10 +29,9 @@ from sqlglot import exp
 from icemv.errors import ArrowUnsupportedError
 from icemv.refresh.commit.driver import conform_to_storage
 from icemv.refresh.patch.aggregate_rules import merge_rules
-from icemv.refresh.patch.arrow_rows import check_types
+from icemv.refresh.patch.arrow_rows import Stored, check_types, stored_rows, tuples
 from icemv.refresh.patch.arrow_select import ArrowSelect, compile_select
 from icemv.refresh.patch.model import DriverPatch
-from icemv.refresh.patch.row_images import bounds_filter
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.arrow_expr import ArrowExpr, Fields, compile_expr
 from icemv.sql.names import WEIGHT, argument_column, key_column
@@ -94,10 +90,10 @@ class ArrowAggregateDelta:
         the rules' values."""
         key_outputs = list(self.key_outputs)
         where: dict[tuple[Hashable, ...], int] = {}
-        for index, key in enumerate(_tuples(stored.select(key_outputs))):
+        for index, key in enumerate(tuples(stored.select(key_outputs))):
             where.setdefault(key, index)
         keys = grouped.select([key_column(i) for i in range(len(self.keys))])
-        positions = pa.array([where.get(key) for key in _tuples(keys)], pa.int64())
+        positions = pa.array([where.get(key) for key in tuples(keys)], pa.int64())
         aligned = stored.take(positions)
         columns = {f"s.{name}": grouped.column(name) for name in grouped.column_names}
         columns.update({f"t.{name}": aligned.column(name) for name in aligned.column_names})
@@ -144,44 +140,18 @@ class ArrowAggregateDelta:
             columns[d.alias] = grouped.column(f"__in{n}_{d.function}")
         return pa.table(columns)
 
-    def _stored(
-        self, grouped: pa.Table, storage: Table, snapshot_id: int, max_rows: int
-    ) -> _Stored:
-        """The stored rows of the touched groups, and the files holding them (read whole
-        with pyiceberg: each is replaced by its other rows, `survivors`)."""
+    def _stored(self, grouped: pa.Table, storage: Table, snapshot_id: int, max_rows: int) -> Stored:
+        """The stored rows of the touched groups, and the files holding them (each is
+        replaced by its other rows)."""
         key_outputs = list(self.key_outputs)
         keys = grouped.select([key_column(i) for i in range(len(self.keys))])
         keys = keys.rename_columns(key_outputs)
-        scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(keys))
-        tasks = list(scan.plan_files())
-        if sum(task.file.record_count for task in tasks) > max_rows:
-            raise ArrowUnsupportedError("the storage files to rewrite are too large")
-        wanted = set(_tuples(keys))
-        reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
-        hits, survivors, replaces = [], [], []
-        for task in tasks:
-            rows = conform_to_storage(reader.to_table([task]), storage)
-            hit = pa.array([key in wanted for key in _tuples(rows.select(key_outputs))])
-            if pc.any(hit).as_py():
-                hits.append(rows.filter(hit))
-                survivors.append(rows.filter(pc.invert(hit)))
-                replaces.append(task.file)
-        matched = pa.concat_tables(hits) if hits else storage.schema().as_arrow().empty_table()
-        return _Stored(matched, survivors, tuple(replaces))
+        wanted = set(tuples(keys))
 
+        def hit(rows: pa.Table) -> pa.Array:
+            return pa.array([key in wanted for key in tuples(rows.select(key_outputs))])
 
-@dataclass(frozen=True)
-class _Stored:
-    matched: pa.Table  # the stored row of each touched group that exists
-    survivors: list[pa.Table]  # the other rows of the files holding them
-    replaces: tuple[DataFile, ...]  # those files
-
-
-def _tuples(table: pa.Table) -> list[tuple[Hashable, ...]]:
-    # Python equality is null-safe (None == None), as the MERGE's `<=>`.
-    if table.num_columns == 0:
-        return [()] * table.num_rows
-    return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+        return stored_rows(storage, snapshot_id, keys, max_rows, hit)
 
 
 def compile_aggregate_delta(

@@ -5,7 +5,8 @@ projection view (the appended rows, filtered and projected) and for a GROUP BY v
 merged by its rules (COUNT, SUM, MIN, MAX, AVG with state); deletes and updates
 (position deletes, deletion vectors, copy-on-write rewrites of small files: signed change
 rows, refresh/changes/arrow_changes.py) for a GROUP BY view merged by its rules under
-deletes (COUNT, SUM, AVG with state). Everything else, and
+deletes (COUNT, SUM, AVG with state), and for a filter / projection view (its deleted rows
+removed from the storage files holding them). Everything else, and
 anything whose Spark semantics Arrow might not match (sql/arrow_expr.py), goes to Spark;
 the refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`).
 """
@@ -46,8 +47,6 @@ class ArrowRoute:
         return changed.rows, changed.rows_read
 
     def patch(self, rows: pa.Table, target: PatchTarget) -> DriverPatch:
-        if isinstance(self.delta, ArrowRowsDelta):
-            return self.delta.patch(rows)
         return self.delta.patch(rows, target.table, target.snapshot_id, target.driver_max_rows)
 
 
@@ -86,8 +85,8 @@ def arrow_route(plan: IncrementalPlan, max_rows: int, driver_max_rows: int) -> A
         else:
             if analysis.top_n is not None:  # an append may push rows out of the top n
                 return "a top-N view"
-            if not plan.insert_only:
-                return f"{identifier} changed by more than appends (a filter / projection view)"
+            if plan.keyed:
+                return "a keyed delta"
             delta = compile_rows_delta(analysis, source_schema, storage_schema)
     except ArrowUnsupportedError as exc:
         return str(exc)
