@@ -12,8 +12,10 @@ import pytest
 
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
+from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
-from tests.support.arrow import refresh_by, strict_mv
+from tests.support.arrow import refresh_by, refreshed_mv
+from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import equality_delete
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
@@ -82,9 +84,9 @@ def test_deletes_and_updates_refresh_in_arrow(
 ) -> None:
     name = _trips(lakehouse, namespace, write_mode)
     mvs = [
-        strict_mv(lakehouse, namespace, "agg", AGGREGATE),
-        strict_mv(lakehouse, namespace, "one", GLOBAL),
-        strict_mv(lakehouse, namespace, "filter", FILTER),
+        refreshed_mv(lakehouse, namespace, "agg", AGGREGATE),
+        refreshed_mv(lakehouse, namespace, "one", GLOBAL),
+        refreshed_mv(lakehouse, namespace, "filter", FILTER),
     ]
     for step, apply in _steps(name):
         apply(lakehouse)
@@ -114,7 +116,7 @@ def test_refused_deletes_go_to_spark(
     lakehouse: Lakehouse, namespace: str, sql: str, change: str, reason: str
 ) -> None:
     name = _trips(lakehouse, namespace, "merge-on-read")
-    mv = strict_mv(lakehouse, namespace, "v", sql)
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
     if change == "equality":
         equality_delete(lakehouse, namespace, "vendor", ["v2"])
     else:
@@ -125,7 +127,7 @@ def test_refused_deletes_go_to_spark(
 
 def test_the_row_limit_counts_deleted_rows(lakehouse: Lakehouse, namespace: str) -> None:
     name = _trips(lakehouse, namespace, "merge-on-read")
-    mv = strict_mv(lakehouse, namespace, "v", AGGREGATE)
+    mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
     config = lakehouse.config
     small = Lakehouse(
         config.model_copy(
@@ -135,3 +137,19 @@ def test_the_row_limit_counts_deleted_rows(lakehouse: Lakehouse, namespace: str)
     small.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
     result = refresh_by(small, mv, "spark")
     assert result.engine_reason is not None and "11 changed rows > 5" in result.engine_reason
+
+
+def test_auto_weighs_the_arrow_read(lakehouse: Lakehouse, namespace: str) -> None:
+    """A 10-row delete from the one 200-row file: Spark's change read (the whole file) is
+    dearer than a full recompute, the Arrow path's (the row groups holding the positions)
+    is not, so `auto` refreshes incrementally where the Arrow path takes the view."""
+    name = _trips(lakehouse, namespace, "merge-on-read")
+    taken = refreshed_mv(lakehouse, namespace, "taken", AGGREGATE, "auto")
+    minimum = "SELECT vendor, min(fare) AS lo FROM trips GROUP BY vendor"
+    refused = refreshed_mv(lakehouse, namespace, "refused", minimum, "auto")
+    lakehouse.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 39")
+    result = refresh_by(lakehouse, taken, "arrow")
+    assert result.reason == "source-changed"
+    result = refresh_mv(lakehouse, refused)
+    assert (result.mode, result.reason) == ("full", "delta-too-large"), result
+    assert_matches_oracle(lakehouse, refused)

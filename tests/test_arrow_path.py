@@ -15,7 +15,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_reads import shared_cache
 from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
-from tests.support.arrow import refresh_by, strict_mv
+from tests.support.arrow import refresh_by, refreshed_mv
 from tests.support.oracle import storage_and_oracle
 from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips
 
@@ -46,7 +46,7 @@ GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips
 @pytest.mark.parametrize("sql", [FILTER, AGGREGATE, GLOBAL], ids=["filter", "aggregate", "global"])
 def test_appends_refresh_in_arrow(lakehouse: Lakehouse, namespace: str, sql: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
-    mv = strict_mv(lakehouse, namespace, "v", sql)
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
     for rows in APPENDS:
         append_trips(lakehouse, namespace, rows)
         result = refresh_by(lakehouse, mv, "arrow")
@@ -73,7 +73,7 @@ def test_outside_the_subset_spark_computes(
     lakehouse: Lakehouse, namespace: str, sql: str, reason: str
 ) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
-    mv = strict_mv(lakehouse, namespace, "v", sql)
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
     for rows in APPENDS[:2]:
         append_trips(lakehouse, namespace, rows)
         result = refresh_by(lakehouse, mv, "spark")
@@ -87,7 +87,7 @@ def _nan_free(rows: Counter[Any]) -> Counter[Any]:
 
 def test_nan_under_max_falls_back_while_reading(lakehouse: Lakehouse, namespace: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
-    mv = strict_mv(
+    mv = refreshed_mv(
         lakehouse, namespace, "v", "SELECT vendor, max(fare) AS hi FROM trips GROUP BY vendor"
     )
     steps = [([(20, "a", float("nan"), D1)], "spark"), ([(21, "b", 1.0, D1)], "arrow")]
@@ -103,7 +103,7 @@ def test_nan_under_max_falls_back_while_reading(lakehouse: Lakehouse, namespace:
 
 def test_deletes_and_the_switch_go_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
-    mv = strict_mv(lakehouse, namespace, "v", AGGREGATE)
+    mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
     trips = lakehouse.quoted(Identifier((namespace,), "trips"))
     lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 1")
     result = refresh_by(lakehouse, mv, "spark")  # MIN / MAX under deletes (test_arrow_deletes.py)
@@ -126,8 +126,8 @@ def test_deletes_and_the_switch_go_to_spark(lakehouse: Lakehouse, namespace: str
 def test_mvs_share_each_appended_file(lakehouse: Lakehouse, namespace: str) -> None:
     """Three MVs, two of them a snapshot behind: each appended file is read once."""
     create_trips(lakehouse, namespace, rows=ROWS)
-    early = strict_mv(lakehouse, namespace, "early", FILTER)
-    late = [strict_mv(lakehouse, namespace, f"late{i}", AGGREGATE) for i in range(2)]
+    early = refreshed_mv(lakehouse, namespace, "early", FILTER)
+    late = [refreshed_mv(lakehouse, namespace, f"late{i}", AGGREGATE) for i in range(2)]
     cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
     before = cache.files_read
     append_trips(lakehouse, namespace, APPENDS[0])

@@ -1,4 +1,4 @@
-"""Helpers of the Arrow path's tests: a strictly incremental MV, and a refresh checked
+"""Helpers of the Arrow path's tests: a refreshed MV, and a refresh checked
 against the oracle and the engine that computed it."""
 
 from __future__ import annotations
@@ -14,10 +14,16 @@ from icemv.spec.summary import SummaryKey
 from tests.support.oracle import assert_matches_oracle
 
 
-def strict_mv(lakehouse: Lakehouse, namespace: str, name: str, sql: str) -> Identifier:
-    """A new MV (policy incremental-strict), fully refreshed once."""
+def refreshed_mv(
+    lakehouse: Lakehouse,
+    namespace: str,
+    name: str,
+    sql: str,
+    policy: str = "incremental-strict",
+) -> Identifier:
+    """A new MV with refresh policy `policy`, fully refreshed once."""
     mv = Identifier((namespace,), name)
-    create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental-strict"})
+    create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": policy})
     assert refresh_mv(lakehouse, mv).mode == "full"
     return mv
 

@@ -135,6 +135,11 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
     )
 
 
+def arrow_takes(lakehouse: Lakehouse) -> Callable[[IncrementalPlan], bool]:
+    """Whether the Arrow path would take a plan's delta (for policy `auto`'s estimate)."""
+    return lambda plan: isinstance(_route(plan, lakehouse), ArrowRoute)
+
+
 def _route(plan: IncrementalPlan, lakehouse: Lakehouse) -> ArrowRoute | str:
     """The Arrow route, or why Spark computes the delta."""
     if str(lakehouse.config.spark.conf.get("spark.sql.ansi.enabled", "")).lower() == "true":
