@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
 
 AGGREGATE = (
     "SELECT vendor, day, count(*) AS n, count(fare) AS nf, sum(fare) AS total, "
-    "avg(fare) AS mean FROM trips WHERE id > 3 GROUP BY vendor, day"
+    "avg(fare) AS mean, stddev(fare) AS sd, var_pop(fare) AS vp "
+    "FROM trips WHERE id > 3 GROUP BY vendor, day"
 )
 GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips"
 FILTER = "SELECT id, vendor, fare * 2 AS double_fare, day FROM trips WHERE fare > 10 OR id < 5"

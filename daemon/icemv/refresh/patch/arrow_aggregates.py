@@ -35,23 +35,32 @@ from icemv.refresh.patch.model import DriverPatch
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.arrow_expr import ArrowExpr, Fields, compile_expr
 from icemv.sql.names import WEIGHT, argument_column, key_column
-from icemv.sql.state import StateColumn
+from icemv.sql.state import DEVIATIONS, StateColumn
 
-_MERGED = frozenset({"count_star", "count", "sum", "min", "max", "avg"})
-# The rules' delta aggregates, as Arrow's hash aggregations.
+_MERGED = frozenset({"count_star", "count", "sum", "min", "max", "avg", *DEVIATIONS})
+# The rules' delta aggregates, as Arrow's hash aggregations (`variance`: population).
 _HASH: dict[type[exp.Expr], str] = {
     exp.Sum: "sum",
     exp.Min: "min",
     exp.Max: "max",
     exp.Count: "count",
+    exp.Avg: "mean",
+    exp.VariancePop: "variance",
 }
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One hash aggregation a delta column is computed from."""
+
+    input: ArrowExpr  # over the pre-aggregation rows
+    function: str  # Arrow hash aggregation
 
 
 @dataclass(frozen=True)
 class _DeltaColumn:
     alias: str  # the rule's name for it (`s.alias`)
-    input: ArrowExpr  # over the pre-aggregation rows
-    function: str  # Arrow hash aggregation
+    value: ArrowExpr  # over the grouped parts (`_part_name`)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class ArrowAggregateDelta:
     select: ArrowSelect
     keys: tuple[ArrowExpr, ...]
     arguments: tuple[tuple[str, ArrowExpr], ...]  # pre-aggregation column -> value
+    parts: tuple[_Part, ...]
     deltas: tuple[_DeltaColumn, ...]
     key_outputs: tuple[str, ...]  # storage columns of the group keys, in key order
     values: tuple[ArrowExpr, ...]  # every storage column's merged value, storage order
@@ -67,6 +77,8 @@ class ArrowAggregateDelta:
     # stored state that cannot be trusted (the groups are recomputed: Spark's work).
     rows: ArrowExpr | None = None
     unknown: tuple[ArrowExpr, ...] = ()
+    # Deviations read the rows one per unit of weight (aggregate_rules.MergeRules.exploded).
+    exploded: bool = False
 
     def patch(
         self, appended: pa.Table, storage: Table, snapshot_id: int, max_rows: int
@@ -123,21 +135,29 @@ class ArrowAggregateDelta:
         else:  # appended rows: every row +1
             pre[WEIGHT] = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
         pre_delta = pa.table(pre)
+        if self.exploded:
+            pre_delta = _one_per_unit(pre_delta)
         inputs = pa.table(
             {
                 **{key_column(i): pre_delta.column(key_column(i)) for i in range(len(self.keys))},
-                **{f"__in{n}": d.input.evaluate(pre_delta) for n, d in enumerate(self.deltas)},
+                **{_part_name(n): p.input.evaluate(pre_delta) for n, p in enumerate(self.parts)},
             }
         )
         if self.extremes:
             _refuse_nan(inputs)
         keys = [key_column(i) for i in range(len(self.keys))]
         grouped = inputs.group_by(keys, use_threads=False).aggregate(
-            [(f"__in{n}", d.function) for n, d in enumerate(self.deltas)]
+            [(_part_name(n), p.function) for n, p in enumerate(self.parts)]
+        )
+        parts = pa.table(
+            {
+                _part_name(n): grouped.column(f"{_part_name(n)}_{p.function}")
+                for n, p in enumerate(self.parts)
+            }
         )
         columns = {k: grouped.column(k) for k in keys}
-        for n, d in enumerate(self.deltas):
-            columns[d.alias] = grouped.column(f"__in{n}_{d.function}")
+        for d in self.deltas:
+            columns[d.alias] = d.value.evaluate(parts)
         return pa.table(columns)
 
     def _stored(self, grouped: pa.Table, storage: Table, snapshot_id: int, max_rows: int) -> Stored:
@@ -168,8 +188,8 @@ def compile_aggregate_delta(
         raise ArrowUnsupportedError("a keyed delta")
     if funcs - _MERGED or analysis.having or analysis.derived:
         raise ArrowUnsupportedError(f"aggregates {', '.join(sorted(funcs - _MERGED))} recompute")
-    if "avg" in funcs and not state:
-        raise ArrowUnsupportedError("AVG without state columns recomputes its groups")
+    if funcs & {"avg", *DEVIATIONS} and not state:
+        raise ArrowUnsupportedError("AVG or a deviation without state columns recomputes")
     select = compile_select(analysis.query, source)
     keys = tuple(select.compile(k.expression) for k in analysis.keys)
     for key in keys:
@@ -190,11 +210,15 @@ def compile_aggregate_delta(
     pre_fields[("", WEIGHT)] = (WEIGHT, pa.int32())
     outputs = list(storage.names)
     rules = merge_rules(analysis, outputs, state, types)
-    deltas = tuple(_delta_column(alias, node, pre_fields) for alias, node in rules.deltas.items())
+    parts: list[_Part] = []
+    deltas = tuple(
+        _delta_column(alias, node, pre_fields, parts, rules.exploded)
+        for alias, node in rules.deltas.items()
+    )
     s_fields: dict[tuple[str, str], tuple[str, pa.DataType]] = {
         ("s", key_column(i)): (f"s.{key_column(i)}", k.type) for i, k in enumerate(keys)
     }
-    s_fields.update({("s", d.alias): (f"s.{d.alias}", _aggregated(d)) for d in deltas})
+    s_fields.update({("s", d.alias): (f"s.{d.alias}", d.value.type) for d in deltas})
     fields = {**s_fields, **{("t", f.name): (f"t.{f.name}", f.type) for f in storage}}
     key_outputs = tuple(outputs[k.position] for k in analysis.keys)
     key_of = {name: i for i, name in enumerate(key_outputs)}
@@ -221,7 +245,17 @@ def compile_aggregate_delta(
             rows = compile_expr(rules.rows, fields)
         unknown = tuple(compile_expr(u, fields) for u in rules.unknown)
     return ArrowAggregateDelta(
-        select, keys, arguments, deltas, key_outputs, tuple(values), extremes, rows, unknown
+        select,
+        keys,
+        arguments,
+        tuple(parts),
+        deltas,
+        key_outputs,
+        tuple(values),
+        extremes,
+        rows,
+        unknown,
+        rules.exploded,
     )
 
 
@@ -232,7 +266,50 @@ def _refuse_nan(table: pa.Table) -> None:
             raise ArrowUnsupportedError("NaN under MIN / MAX")
 
 
-def _delta_column(alias: str, node: exp.Expr, fields: Fields) -> _DeltaColumn:
+def _part_name(index: int) -> str:
+    return f"__icemv_p{index}"
+
+
+def _one_per_unit(rows: pa.Table) -> pa.Table:
+    """Each row |weight| times, with weight +1 or -1 (the deviations' exploded delta)."""
+    weights = rows.column(WEIGHT).to_pylist()
+    if all(w in (1, -1) for w in weights):
+        return rows
+    copies = pa.array([i for i, w in enumerate(weights) for _ in range(abs(w))], pa.int64())
+    exploded = rows.take(copies)
+    signs = pc.sign(exploded.column(WEIGHT)).cast(pa.int32())
+    return exploded.set_column(exploded.schema.get_field_index(WEIGHT), WEIGHT, signs)
+
+
+def _delta_column(
+    alias: str, node: exp.Expr, fields: Fields, parts: list[_Part], exploded: bool
+) -> _DeltaColumn:
+    """A rule's delta column: each aggregate in `node` becomes a hash aggregation (added
+    to `parts`), and what surrounds them (COALESCE, products) is evaluated over those."""
+    tree = node.copy()
+    if exploded:  # one row per unit of weight: SIGN(weight) is the weight (int, not double)
+        tree = tree.transform(
+            lambda n: n.this if isinstance(n, exp.Sign) and _is_weight(n.this) else n
+        )
+    aggregates = [n for n in tree.find_all(exp.AggFunc) if n.find_ancestor(exp.AggFunc) is None]
+    part_fields: dict[tuple[str, str], tuple[str, pa.DataType]] = {}
+    for aggregate in aggregates:
+        part = _part(aggregate, fields)
+        name = _part_name(len(parts))
+        parts.append(part)
+        part_fields[("", name)] = (name, _aggregated(part))
+        if aggregate is tree:
+            tree = exp.column(name)
+        else:
+            aggregate.replace(exp.column(name))
+    return _DeltaColumn(alias, compile_expr(tree, part_fields))
+
+
+def _is_weight(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Column) and node.name == WEIGHT
+
+
+def _part(node: exp.Expr, fields: Fields) -> _Part:
     function = _HASH.get(type(node))
     if function is None:
         raise ArrowUnsupportedError(f"delta aggregate {node.sql(dialect='spark')[:60]}")
@@ -243,17 +320,19 @@ def _delta_column(alias: str, node: exp.Expr, fields: Fields) -> _DeltaColumn:
         or pa.types.is_date32(value.type)
     ):
         raise ArrowUnsupportedError(f"{function.upper()} of {value.type}")
-    if function == "sum" and not (
+    if function in ("sum", "mean", "variance") and not (
         pa.types.is_integer(value.type) or pa.types.is_float64(value.type)
     ):
-        raise ArrowUnsupportedError(f"SUM of {value.type}")
-    return _DeltaColumn(alias, value, function)
+        raise ArrowUnsupportedError(f"{function.upper()} of {value.type}")
+    return _Part(value, function)
 
 
-def _aggregated(delta: _DeltaColumn) -> pa.DataType:
+def _aggregated(part: _Part) -> pa.DataType:
     """The type of a hash aggregation's result, as Spark's aggregate types it."""
-    if delta.function == "count":
+    if part.function == "count":
         return pa.int64()
-    if delta.function == "sum":
-        return pa.int64() if pa.types.is_integer(delta.input.type) else pa.float64()
-    return delta.input.type
+    if part.function == "sum":
+        return pa.int64() if pa.types.is_integer(part.input.type) else pa.float64()
+    if part.function in ("mean", "variance"):
+        return pa.float64()
+    return part.input.type
