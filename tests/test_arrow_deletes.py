@@ -30,13 +30,14 @@ FILTER = "SELECT id, vendor, fare * 2 AS double_fare, day FROM trips WHERE fare 
 ROWS = 200  # one data file, row groups of 10 rows
 
 
-def _trips(lakehouse: Lakehouse, namespace: str, write_mode: str) -> str:
-    """200 rows in one data file of 10-row row groups; deletes and updates `write_mode`."""
+def _trips(lakehouse: Lakehouse, namespace: str, write_mode: str, version: int = 2) -> str:
+    """200 rows in one data file of 10-row row groups; deletes and updates `write_mode`
+    (format `version` 3: merge-on-read writes deletion vectors)."""
     name = lakehouse.quoted(Identifier((namespace,), "trips"))
     modes = ", ".join(f"'write.{op}.mode' = '{write_mode}'" for op in ("delete", "update"))
     lakehouse.spark.sql(
         f"CREATE TABLE {name} (id BIGINT, vendor STRING, fare DOUBLE, day DATE) USING iceberg "
-        f"TBLPROPERTIES ('format-version' = '2', {modes}, "
+        f"TBLPROPERTIES ('format-version' = '{version}', {modes}, "
         "'write.parquet.row-group-size-bytes' = '1', "
         "'write.parquet.row-group-check-min-record-count' = '10', "
         "'write.parquet.row-group-check-max-record-count' = '10')"
@@ -79,11 +80,15 @@ def _steps(name: str) -> list[tuple[str, Callable[[Lakehouse], None]]]:
     ]
 
 
-@pytest.mark.parametrize("write_mode", ["merge-on-read", "copy-on-write"])
+@pytest.mark.parametrize(
+    ("write_mode", "version"),
+    [("merge-on-read", 2), ("copy-on-write", 2), ("merge-on-read", 3)],
+    ids=["merge-on-read", "copy-on-write", "deletion-vectors"],
+)
 def test_deletes_and_updates_refresh_in_arrow(
-    lakehouse: Lakehouse, namespace: str, write_mode: str
+    lakehouse: Lakehouse, namespace: str, write_mode: str, version: int
 ) -> None:
-    name = _trips(lakehouse, namespace, write_mode)
+    name = _trips(lakehouse, namespace, write_mode, version)
     mvs = [
         refreshed_mv(lakehouse, namespace, "agg", AGGREGATE),
         refreshed_mv(lakehouse, namespace, "one", GLOBAL),
@@ -91,6 +96,10 @@ def test_deletes_and_updates_refresh_in_arrow(
     ]
     for step, apply in _steps(name):
         apply(lakehouse)
+        if step == "delete":  # the delete files are what the case is about
+            position_deletes = "PUFFIN" if version == 3 else "PARQUET"
+            expected = {position_deletes} if write_mode == "merge-on-read" else set()
+            assert _delete_formats(lakehouse, namespace) == expected
         for mv in mvs:
             result = refresh_by(lakehouse, mv, "arrow")
             assert result.engine_reason is None, (step, result)
@@ -98,6 +107,11 @@ def test_deletes_and_updates_refresh_in_arrow(
                 # Only the row groups holding the deleted positions are read.
                 assert result.source_rows_read is not None
                 assert 0 < result.source_rows_read <= 30, (step, result.source_rows_read)
+
+
+def _delete_formats(lakehouse: Lakehouse, namespace: str) -> set[str]:
+    table = lakehouse.load_table(Identifier((namespace,), "trips"))
+    return {d.file_format.name for t in table.scan().plan_files() for d in t.delete_files}
 
 
 @pytest.mark.parametrize(
