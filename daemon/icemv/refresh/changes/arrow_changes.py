@@ -82,8 +82,8 @@ def row_groups_for(
 def changed_rows(table: Table, change: SourceChange, columns: Sequence[str] | None) -> ChangedRows:
     """The range's weighted rows of `columns` (None: all), under its pinned schema."""
     schema = read_schema(table, change)
-    if columns is not None:
-        schema = schema.select(*columns)
+    if columns is not None:  # at least one column: the rows are counted by it
+        schema = schema.select(*(columns or (schema.fields[0].name,)))
     target = schema.as_arrow()
     found = _range_files(table, change)
     moved = found.added & found.removed  # added and removed within the range
@@ -140,8 +140,11 @@ def _tasks(table: Table, snapshot_id: int | None) -> dict[str, FileScanTask]:
     """Every data file live at the snapshot, with the delete files that apply to it."""
     if snapshot_id is None:
         return {}
-    tasks = table.scan(snapshot_id=snapshot_id).plan_files()
-    return {task.file.file_path: task for task in tasks}
+    try:
+        tasks = table.scan(snapshot_id=snapshot_id).plan_files()
+        return {task.file.file_path: task for task in tasks}
+    except (ValueError, NotImplementedError) as exc:  # e.g. an older equality delete
+        raise ArrowUnsupportedError(f"pyiceberg cannot plan snapshot {snapshot_id}: {exc}") from exc
 
 
 class _DeleteReader:
