@@ -27,6 +27,7 @@ AGGREGATE = (
 )
 GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips"
 COUNT = "SELECT count(*) AS n FROM trips"  # reads no column
+DUPLICATES = "SELECT vendor, day FROM trips WHERE fare > 10"  # many copies of each row
 FILTER = "SELECT id, vendor, fare * 2 AS double_fare, day FROM trips WHERE fare > 10 OR id < 5"
 ROWS = 200  # one data file, row groups of 10 rows
 
@@ -95,6 +96,7 @@ def test_deletes_and_updates_refresh_in_arrow(
         refreshed_mv(lakehouse, namespace, "one", GLOBAL),
         refreshed_mv(lakehouse, namespace, "filter", FILTER),
         refreshed_mv(lakehouse, namespace, "count", COUNT),
+        refreshed_mv(lakehouse, namespace, "dups", DUPLICATES),
     ]
     for step, apply in _steps(name):
         apply(lakehouse)

@@ -56,9 +56,11 @@ class ArrowRowsDelta:
         deleted = net.filter(pc.less(weight, 0))
         if deleted.num_rows == 0:
             return DriverPatch(inserted.num_rows, 0, inserted)
-        wanted = Counter(
-            dict(zip(_exact(deleted.drop_columns([WEIGHT])), _counts(deleted), strict=True))
-        )
+        wanted: Counter[tuple[Hashable, ...]] = Counter()
+        for row, count in zip(
+            _exact(deleted.drop_columns([WEIGHT])), _counts(deleted), strict=True
+        ):
+            wanted[row] += count  # identical rows may come apart (not netted: one sign only)
         names = list(self.names)
 
         def hit(stored: pa.Table) -> pa.Array:
