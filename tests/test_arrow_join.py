@@ -15,9 +15,9 @@ import pytest
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_reads import shared_cache
 from tests.conftest import CATALOG_KINDS
+from tests.support.arrow import appends_in_arrow, refresh_by, refreshed_mv
 from tests.support.oracle import storage_and_oracle
 from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips, equality_delete
-from tests.test_arrow_path import appends_in_arrow, refresh_with, refreshed_mv
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
 
@@ -88,7 +88,7 @@ def test_a_moved_or_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespac
     # The dimension moved in the same range as the fact: Spark's delta terms, still exact.
     append_trips(lakehouse, namespace, APPENDS[0])
     vendors.append(_vendors([("d", "D", 6), ("a", "A2", 7)]))
-    result = refresh_with(lakehouse, mv, "spark")
+    result = refresh_by(lakehouse, mv, "spark")
     assert "more than one source table changed" in (result.engine_reason or "")
     # A dimension above refresh.arrow_join_max_rows.
     config = lakehouse.config
@@ -96,11 +96,11 @@ def test_a_moved_or_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespac
         update={"refresh": config.refresh.model_copy(update={"arrow_join_max_rows": 3})}
     )
     append_trips(lakehouse, namespace, APPENDS[1])
-    result = refresh_with(Lakehouse(small), mv, "spark")
+    result = refresh_by(Lakehouse(small), mv, "spark")
     assert "arrow_join_max_rows" in (result.engine_reason or "")
     # Back under the default limit: Arrow again, reading the moved dimension's new rows.
     append_trips(lakehouse, namespace, [(14, "d", 9.0, D1), (15, "a", 1.0, D3)])
-    refresh_with(lakehouse, mv, "arrow")
+    refresh_by(lakehouse, mv, "arrow")
 
 
 def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> None:
@@ -111,8 +111,8 @@ def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> N
     cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
     before = cache.tables_read
     append_trips(lakehouse, namespace, APPENDS[0])
-    refresh_with(lakehouse, first, "arrow")
-    refresh_with(lakehouse, second, "arrow")
+    refresh_by(lakehouse, first, "arrow")
+    refresh_by(lakehouse, second, "arrow")
     assert cache.tables_read - before == 1
 
 
@@ -124,7 +124,7 @@ def test_a_dimension_pyiceberg_cannot_read_goes_to_spark(
     mv = refreshed_mv(lakehouse, namespace, "v", INNER)
     equality_delete(lakehouse, namespace, "vendor", ["b"], name="vendors")
     append_trips(lakehouse, namespace, APPENDS[0])
-    refresh_with(lakehouse, mv, "spark")  # both moved
+    refresh_by(lakehouse, mv, "spark")  # both moved
     append_trips(lakehouse, namespace, APPENDS[1])
-    result = refresh_with(lakehouse, mv, "spark")  # only trips moved: the read refuses
+    result = refresh_by(lakehouse, mv, "spark")  # only trips moved: the read refuses
     assert "equality deletes" in (result.engine_reason or ""), result.engine_reason

@@ -12,15 +12,11 @@ import pytest
 
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.mv.history import latest_refresh
-from icemv.mv.lifecycle import create_mv
-from icemv.mv.model import load_materialized_view
 from icemv.refresh.changes.arrow_reads import shared_cache
 from icemv.refresh.policy import refresh_mv
-from icemv.refresh.result import RefreshResult
-from icemv.spec.summary import SummaryKey
 from tests.conftest import CATALOG_KINDS
-from tests.support.oracle import assert_matches_oracle, storage_and_oracle
+from tests.support.arrow import appends_in_arrow, refresh_by, refreshed_mv
+from tests.support.oracle import storage_and_oracle
 from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
@@ -47,41 +43,6 @@ AGGREGATE = (
 GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips"
 
 
-def refreshed_mv(lakehouse: Lakehouse, namespace: str, name: str, sql: str) -> Identifier:
-    """An MV of `sql`, fully refreshed once (policy incremental-strict after)."""
-    mv = Identifier((namespace,), name)
-    create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental-strict"})
-    assert refresh_mv(lakehouse, mv).mode == "full"
-    return mv
-
-
-def refresh_with(lakehouse: Lakehouse, mv: Identifier, engine: str) -> RefreshResult:
-    """One incremental refresh by `engine`, checked against the oracle and the record."""
-    result = refresh_mv(lakehouse, mv)
-    assert result.mode == "incremental", result
-    assert result.engine == engine, result
-    assert_matches_oracle(lakehouse, mv)
-    storage = lakehouse.load_table(load_materialized_view(lakehouse, mv).storage)
-    record = latest_refresh(storage)
-    assert record is not None
-    snapshot = storage.snapshot_by_id(record.snapshot_id)
-    assert snapshot is not None and snapshot.summary is not None
-    assert snapshot.summary.additional_properties[SummaryKey.ENGINE] == engine
-    return result
-
-
-def appends_in_arrow(
-    lakehouse: Lakehouse, namespace: str, mv: Identifier, appends: list[list[tuple[Any, ...]]]
-) -> None:
-    """Each append to trips, then a refresh of `mv` by the Arrow path."""
-    for rows in appends:
-        append_trips(lakehouse, namespace, rows)
-        result = refresh_with(lakehouse, mv, "arrow")
-        assert result.engine_reason is None
-        assert result.source_rows_read == len(rows)
-        assert set(result.phase_seconds) == {"plan", "changes", "patch", "commit", "record"}
-
-
 @pytest.mark.parametrize("sql", [FILTER, AGGREGATE, GLOBAL], ids=["filter", "aggregate", "global"])
 def test_appends_refresh_in_arrow(lakehouse: Lakehouse, namespace: str, sql: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
@@ -90,7 +51,7 @@ def test_appends_refresh_in_arrow(lakehouse: Lakehouse, namespace: str, sql: str
     # Two appends in one refresh: the range is both snapshots' rows.
     append_trips(lakehouse, namespace, [(15, "a", 3.0, D1)])
     append_trips(lakehouse, namespace, [(16, "e", 6.0, D3), (17, "a", None, D1)])
-    assert refresh_with(lakehouse, mv, "arrow").source_rows_read == 3
+    assert refresh_by(lakehouse, mv, "arrow").source_rows_read == 3
 
 
 @pytest.mark.parametrize(
@@ -110,7 +71,7 @@ def test_outside_the_subset_spark_computes(
     mv = refreshed_mv(lakehouse, namespace, "v", sql)
     for rows in APPENDS[:2]:
         append_trips(lakehouse, namespace, rows)
-        result = refresh_with(lakehouse, mv, "spark")
+        result = refresh_by(lakehouse, mv, "spark")
         assert result.engine_reason is not None and reason in result.engine_reason
 
 
@@ -140,20 +101,20 @@ def test_deletes_and_the_switch_go_to_spark(lakehouse: Lakehouse, namespace: str
     mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
     trips = lakehouse.quoted(Identifier((namespace,), "trips"))
     lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 1")
-    result = refresh_with(lakehouse, mv, "spark")
-    assert result.engine_reason is not None and "more than appends" in result.engine_reason
+    result = refresh_by(lakehouse, mv, "spark")  # MIN / MAX under deletes (test_arrow_deletes.py)
+    assert result.engine_reason is not None and "recomputed" in result.engine_reason
     config = lakehouse.config
     off = config.model_copy(
         update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 0})}
     )
     append_trips(lakehouse, namespace, APPENDS[0])
-    result = refresh_with(Lakehouse(off), mv, "spark")
+    result = refresh_by(Lakehouse(off), mv, "spark")
     assert result.engine_reason is not None and "arrow path off" in result.engine_reason
     small = config.model_copy(
         update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 2})}
     )
     append_trips(lakehouse, namespace, APPENDS[1])
-    result = refresh_with(Lakehouse(small), mv, "spark")
+    result = refresh_by(Lakehouse(small), mv, "spark")
     assert result.engine_reason is not None and "changed rows > 2" in result.engine_reason
 
 
@@ -165,11 +126,11 @@ def test_mvs_share_each_appended_file(lakehouse: Lakehouse, namespace: str) -> N
     cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
     before = cache.files_read
     append_trips(lakehouse, namespace, APPENDS[0])
-    refresh_with(lakehouse, early, "arrow")
+    refresh_by(lakehouse, early, "arrow")
     append_trips(lakehouse, namespace, APPENDS[1])
-    refresh_with(lakehouse, early, "arrow")
+    refresh_by(lakehouse, early, "arrow")
     for mv in late:  # both snapshots' rows: the union of what `early` read
-        assert refresh_with(lakehouse, mv, "arrow").source_rows_read == len(APPENDS[0]) + len(
+        assert refresh_by(lakehouse, mv, "arrow").source_rows_read == len(APPENDS[0]) + len(
             APPENDS[1]
         )
     assert cache.files_read - before == 2

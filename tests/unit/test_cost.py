@@ -11,7 +11,14 @@ from pyiceberg.table import Table
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.classify import classify_change
 from icemv.refresh.changes.manifests import touched_files
-from icemv.refresh.cost import CostEstimate, PositionDeletes, TouchedFiles, change_read_rows
+from icemv.refresh.cost import (
+    ARROW_SCAN_SHARE,
+    CostEstimate,
+    PositionDeletes,
+    TouchedFiles,
+    arrow_read_rows,
+    change_read_rows,
+)
 from icemv.refresh.cost import estimate as estimate_cost
 from icemv.spec.refresh_state import SourceState
 
@@ -119,3 +126,17 @@ def test_a_scattered_delete_recomputes(table: Table) -> None:
     cost = _estimate(table, before)
     assert cost.change_rows == 2 * 4 * FILE_ROWS - 20
     assert not cost.incremental(FACTOR)
+
+
+def test_the_arrow_read_counts_hit_files_at_a_share() -> None:
+    """The Arrow path reads the deleted positions' row groups with pyarrow: a hit file
+    counts at ARROW_SCAN_SHARE of its rows; whole rewritten files count whole."""
+    size = {"old_records": 20_000, "old_data_files": 4}
+    named = TouchedFiles(position_deletes=(PositionDeletes(30, "a"),), vectors=1, **size)
+    assert arrow_read_rows(named) == 30 + int(2 * 5_000 * ARROW_SCAN_SHARE)
+    assert change_read_rows(named) > arrow_read_rows(named)
+    unnamed = TouchedFiles(position_deletes=(PositionDeletes(30, None),), **size)
+    assert arrow_read_rows(unnamed) == 30 + int(20_000 * ARROW_SCAN_SHARE)
+    rewritten = TouchedFiles(added={"new": 4_990}, removed={"old": 5_000}, **size)
+    assert arrow_read_rows(rewritten) == 9_990
+    assert estimate_cost([], [named], 20_000, arrow=True).change_rows == arrow_read_rows(named)

@@ -174,9 +174,10 @@ class RefreshConfig(_Section):
     # A patch up to this many rows is collected and committed by pyiceberg instead of a
     # Spark write (an aggregate MV's patch is its whole storage table); 0: always Spark.
     driver_commit_max_rows: int = Field(default=500_000, ge=0)
-    # An append-only change of one source up to this many rows has its delta computed in
-    # Arrow on the driver, no Spark job (filter / projection and merged GROUP BY views
-    # whose expressions Arrow evaluates as Spark does); 0: always Spark.
+    # A change of one source of up to this many changed rows (appended, deleted, position
+    # deletes) has its delta computed in Arrow on the driver, no Spark job (filter /
+    # projection and merged GROUP BY views whose expressions Arrow evaluates as Spark
+    # does; README "The Arrow path"); 0: always Spark.
     arrow_max_rows: int = Field(default=100_000, ge=0)
     # Appended rows read for the Arrow path are shared across MVs, per process, up to
     # this many bytes (least recently used first out).

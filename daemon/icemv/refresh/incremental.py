@@ -7,9 +7,10 @@ asserts main is still where the plan found it: from the driver by pyiceberg, or 
 a private branch for Spark writes. Anything that makes a correct delta impossible raises
 FullRefreshRequiredError with the reason.
 
-One decision, at plan time (`arrow_route`): a small append to the one changed source of a
-filter or merged GROUP BY view (that source alone, or joined with small unchanged tables)
-is computed in Arrow on the driver, no Spark job; anything else
+One decision, at plan time (`arrow_route`): a small change to the one changed source of a
+filter or merged GROUP BY view (appends, deletes, updates; an append also when that source
+is joined with small unchanged tables) is computed in Arrow on the driver, no Spark job;
+anything else
 (or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by Spark. The
 result says which engine computed the delta and, for Spark, why not Arrow.
 """
@@ -134,6 +135,11 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
         engine=engine,
         engine_reason=route if engine == ENGINE_SPARK and isinstance(route, str) else None,
     )
+
+
+def arrow_takes(lakehouse: Lakehouse) -> Callable[[IncrementalPlan], bool]:
+    """Whether the Arrow path would take a plan's delta (for policy `auto`'s estimate)."""
+    return lambda plan: isinstance(_route(plan, lakehouse), ArrowRoute)
 
 
 def _route(plan: IncrementalPlan, lakehouse: Lakehouse) -> ArrowRoute | str:

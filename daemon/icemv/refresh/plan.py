@@ -10,7 +10,7 @@ weighs the change read's estimated rows against a full recompute's (refresh/cost
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -154,25 +154,32 @@ class IncrementalPlan:
         return replace(read, cancel=not nets_at_once(analysis.query, keyed, recomputes))
 
 
-def estimate_cost(base: RefreshPlan, moved: Mapping[Identifier, SourceChange]) -> CostEstimate:
-    """The change read's rows (from the moved sources' manifests) against a full scan's."""
+def estimate_cost(
+    base: RefreshPlan, moved: Mapping[Identifier, SourceChange], arrow: bool = False
+) -> CostEstimate:
+    """The change read's rows (from the moved sources' manifests) against a full scan's;
+    `arrow`: read by the Arrow path."""
     appended = [c.changed_records for c in moved.values() if c.kind == "append-only"]
     rewritten = [
         touched_files(base.reads.load_table(i), c)
         for i, c in moved.items()
         if c.kind != "append-only"
     ]
-    return estimate(appended, rewritten, base.source_records())
+    return estimate(appended, rewritten, base.source_records(), arrow)
 
 
 def plan_incremental(
-    base: RefreshPlan, record: RefreshRecord, cost_factor: float | None
+    base: RefreshPlan,
+    record: RefreshRecord,
+    cost_factor: float | None,
+    arrow_takes: Callable[[IncrementalPlan], bool] | None = None,
 ) -> IncrementalPlan:
     """Check the recorded refresh can be carried forward, and classify every change.
 
     `cost_factor`: recompute fully when the change read, its rows weighted by this factor,
     would scan more than a full recompute (`auto` policy, refresh/cost.py); None: never
-    for size.
+    for size. `arrow_takes`: whether the Arrow path takes a plan's delta, whose cheaper
+    read is weighed when Spark's would be too dear.
     """
     analysis = base.analysis
     if isinstance(analysis, NotMaintainable):
@@ -200,13 +207,18 @@ def plan_incremental(
         changes[identifier] = classify_change(table, recorded[key], source.snapshot_id)
     moved = {i: c for i, c in changes.items() if c.kind in ("append-only", "general")}
     _check_rule_limits(analysis, moved)
+    plan = IncrementalPlan(base, analysis, planned_from, changes, moved)
     if cost_factor is not None and moved:
         cost = estimate_cost(base, moved)
         if not cost.incremental(cost_factor):
-            raise FullRefreshRequiredError(
-                RefreshReason.DELTA_TOO_LARGE, cost.describe(cost_factor)
-            )
-    return IncrementalPlan(base, analysis, planned_from, changes, moved)
+            detail = cost.describe(cost_factor)
+            if arrow_takes is not None and any(c.kind != "append-only" for c in moved.values()):
+                arrow = estimate_cost(base, moved, arrow=True)
+                if arrow.incremental(cost_factor) and arrow_takes(plan):
+                    return plan
+                detail += f"; by the Arrow path {arrow.describe(cost_factor)}"
+            raise FullRefreshRequiredError(RefreshReason.DELTA_TOO_LARGE, detail)
+    return plan
 
 
 def _check_rule_limits(

@@ -25,7 +25,7 @@ from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_materialized_view
 from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
-from icemv.refresh.incremental import incremental_refresh
+from icemv.refresh.incremental import arrow_takes, incremental_refresh
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import plan_incremental, plan_refresh
 from icemv.refresh.result import RefreshResult
@@ -84,7 +84,9 @@ def refresh_mv(
             else:
                 factor = lakehouse.config.refresh.auto_cost_factor if policy == "auto" else None
                 try:
-                    incremental = plan_incremental(plan, freshness.last_refresh, factor)
+                    incremental = plan_incremental(
+                        plan, freshness.last_refresh, factor, arrow_takes(lakehouse)
+                    )
                     result = incremental_refresh(incremental, phases)
                 except FullRefreshRequiredError as fallback:
                     if policy == "incremental-strict":

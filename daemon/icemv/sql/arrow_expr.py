@@ -13,7 +13,7 @@ Spark up front. Inside the subset the result equals Spark's (non-ANSI, Spark 3.5
 - comparisons of numbers, of dates (a date against a 'YYYY-MM-DD' literal too), `=`/`<>`
   of strings and booleans (ordering strings is left to Spark: collation);
 - AND / OR (three-valued), NOT, IS [NOT] NULL, IN (list), CASE, IF, COALESCE,
-  GREATEST / LEAST (skipping NULLs);
+  GREATEST / LEAST (skipping NULLs), SQRT (NaN below zero);
 - CAST only where it cannot fail or round: widening integers, integers to DOUBLE,
   integers, dates and booleans to STRING.
 
@@ -167,6 +167,7 @@ class _Compiler:
             exp.Coalesce: self._coalesce,
             exp.Greatest: lambda n: self._extreme(n, pc.max_element_wise),
             exp.Least: lambda n: self._extreme(n, pc.min_element_wise),
+            exp.Sqrt: self._sqrt,
             exp.Cast: self._cast,
             exp.TryCast: self._cast,  # Spark's CAST parses as TRY_CAST: the subset cannot fail
         }
@@ -369,6 +370,13 @@ class _Compiler:
             raise _unsupported(f"{type(node).__name__.upper()} of {target}")
         runs = [o.run for o in operands]
         return ArrowExpr(target, lambda t: function(*[r(t) for r in runs], skip_nulls=True))
+
+    def _sqrt(self, node: exp.Sqrt) -> ArrowExpr:
+        inner = self.compile(node.this)
+        if not (_is_number(inner.type) or _is_null(inner.type)):
+            raise _unsupported(f"SQRT of {inner.type}")
+        run = _cast(inner, pa.float64()).run  # a negative gives NaN, as in Spark
+        return ArrowExpr(pa.float64(), lambda t: pc.sqrt(run(t)))
 
     def _cast(self, node: exp.Cast) -> ArrowExpr:
         inner = self.compile(node.this)

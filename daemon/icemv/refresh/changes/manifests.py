@@ -8,7 +8,9 @@ Iceberg's own `ContentFileUtil.referencedDataFile` decides).
 
 from __future__ import annotations
 
-from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntryStatus
+from collections.abc import Iterator
+
+from pyiceberg.manifest import DataFileContent, FileFormat, ManifestEntry, ManifestEntryStatus
 from pyiceberg.table import Table
 
 from icemv.refresh.changes.classify import SourceChange
@@ -36,35 +38,40 @@ def _target(bounds_low: dict[int, bytes], bounds_high: dict[int, bytes]) -> str 
     return low.decode("utf-8", errors="replace")
 
 
-def touched_files(table: Table, change: SourceChange) -> TouchedFiles:
-    """What `change` (a non-append range of `table`) added and removed, by manifest."""
+def range_entries(table: Table, change: SourceChange) -> Iterator[ManifestEntry]:
+    """The manifest entries the range's snapshots wrote (ADDED and DELETED files)."""
     io = table.io
-    added: dict[str, int] = {}
-    removed: dict[str, int] = {}
-    positions: list[PositionDeletes] = []
-    equality: list[int] = []
-    vectors = 0
     for snapshot in change.snapshots:
         for manifest in snapshot.manifests(io):
             if manifest.added_snapshot_id != snapshot.snapshot_id:
                 continue  # written earlier: holds no entry of this snapshot
             for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-                if entry.snapshot_id != snapshot.snapshot_id:
-                    continue
-                data = entry.data_file
-                if entry.status == ManifestEntryStatus.DELETED:
-                    if data.content == DataFileContent.DATA:
-                        removed[data.file_path] = data.record_count
-                elif entry.status == ManifestEntryStatus.ADDED:
-                    if data.content == DataFileContent.DATA:
-                        added[data.file_path] = data.record_count
-                    elif data.content == DataFileContent.EQUALITY_DELETES:
-                        equality.append(data.record_count)
-                    elif data.file_format == FileFormat.PUFFIN:
-                        vectors += 1
-                    else:
-                        target = _target(data.lower_bounds, data.upper_bounds)
-                        positions.append(PositionDeletes(data.record_count, target))
+                if entry.snapshot_id == snapshot.snapshot_id:
+                    yield entry
+
+
+def touched_files(table: Table, change: SourceChange) -> TouchedFiles:
+    """What `change` (a non-append range of `table`) added and removed, by manifest."""
+    added: dict[str, int] = {}
+    removed: dict[str, int] = {}
+    positions: list[PositionDeletes] = []
+    equality: list[int] = []
+    vectors = 0
+    for entry in range_entries(table, change):
+        data = entry.data_file
+        if entry.status == ManifestEntryStatus.DELETED:
+            if data.content == DataFileContent.DATA:
+                removed[data.file_path] = data.record_count
+        elif entry.status == ManifestEntryStatus.ADDED:
+            if data.content == DataFileContent.DATA:
+                added[data.file_path] = data.record_count
+            elif data.content == DataFileContent.EQUALITY_DELETES:
+                equality.append(data.record_count)
+            elif data.file_format == FileFormat.PUFFIN:
+                vectors += 1
+            else:
+                target = _target(data.lower_bounds, data.upper_bounds)
+                positions.append(PositionDeletes(data.record_count, target))
     old = change.old_snapshot_id
     return TouchedFiles(
         added=added,

@@ -22,9 +22,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.types import IcebergType
 from sqlglot import exp
@@ -32,30 +29,38 @@ from sqlglot import exp
 from icemv.errors import ArrowUnsupportedError
 from icemv.refresh.commit.driver import conform_to_storage
 from icemv.refresh.patch.aggregate_rules import merge_rules
-from icemv.refresh.patch.arrow_rows import check_types
+from icemv.refresh.patch.arrow_rows import Stored, check_types, stored_rows, tuples
 from icemv.refresh.patch.arrow_select import ArrowSelect, compile_select
 from icemv.refresh.patch.model import DriverPatch
-from icemv.refresh.patch.row_images import bounds_filter
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.arrow_expr import ArrowExpr, Fields, compile_expr
 from icemv.sql.names import WEIGHT, argument_column, key_column
-from icemv.sql.state import StateColumn
+from icemv.sql.state import DEVIATIONS, StateColumn
 
-_MERGED = frozenset({"count_star", "count", "sum", "min", "max", "avg"})
-# The rules' delta aggregates, as Arrow's hash aggregations.
+_MERGED = frozenset({"count_star", "count", "sum", "min", "max", "avg", *DEVIATIONS})
+# The rules' delta aggregates, as Arrow's hash aggregations (`variance`: population).
 _HASH: dict[type[exp.Expr], str] = {
     exp.Sum: "sum",
     exp.Min: "min",
     exp.Max: "max",
     exp.Count: "count",
+    exp.Avg: "mean",
+    exp.VariancePop: "variance",
 }
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One hash aggregation a delta column is computed from."""
+
+    input: ArrowExpr  # over the pre-aggregation rows
+    function: str  # Arrow hash aggregation
 
 
 @dataclass(frozen=True)
 class _DeltaColumn:
     alias: str  # the rule's name for it (`s.alias`)
-    input: ArrowExpr  # over the pre-aggregation rows
-    function: str  # Arrow hash aggregation
+    value: ArrowExpr  # over the grouped parts (`_part_name`)
 
 
 @dataclass(frozen=True)
@@ -63,10 +68,17 @@ class ArrowAggregateDelta:
     select: ArrowSelect
     keys: tuple[ArrowExpr, ...]
     arguments: tuple[tuple[str, ArrowExpr], ...]  # pre-aggregation column -> value
+    parts: tuple[_Part, ...]
     deltas: tuple[_DeltaColumn, ...]
     key_outputs: tuple[str, ...]  # storage columns of the group keys, in key order
     values: tuple[ArrowExpr, ...]  # every storage column's merged value, storage order
     extremes: bool  # MIN or MAX: NaN orders differently in Spark
+    # Under deletes: the group's rows after the merge (a group left with none goes) and
+    # stored state that cannot be trusted (the groups are recomputed: Spark's work).
+    rows: ArrowExpr | None = None
+    unknown: tuple[ArrowExpr, ...] = ()
+    # Deviations read the rows one per unit of weight (aggregate_rules.MergeRules.exploded).
+    exploded: bool = False
 
     def patch(
         self, appended: pa.Table, storage: Table, snapshot_id: int, max_rows: int
@@ -90,18 +102,27 @@ class ArrowAggregateDelta:
         the rules' values."""
         key_outputs = list(self.key_outputs)
         where: dict[tuple[Hashable, ...], int] = {}
-        for index, key in enumerate(_tuples(stored.select(key_outputs))):
+        for index, key in enumerate(tuples(stored.select(key_outputs))):
             where.setdefault(key, index)
         keys = grouped.select([key_column(i) for i in range(len(self.keys))])
-        aligned = stored.take(pa.array([where.get(key) for key in _tuples(keys)], pa.int64()))
+        positions = pa.array([where.get(key) for key in tuples(keys)], pa.int64())
+        aligned = stored.take(positions)
         columns = {f"s.{name}": grouped.column(name) for name in grouped.column_names}
         columns.update({f"t.{name}": aligned.column(name) for name in aligned.column_names})
         joined = pa.table(columns)
         if self.extremes:
             _refuse_nan(joined)
-        return pa.Table.from_arrays(
+        matched = pc.is_valid(positions)  # the group has a stored row
+        for unknown in self.unknown:
+            if pc.any(pc.and_(matched, unknown.evaluate(joined))).as_py():
+                raise ArrowUnsupportedError("stored state unknown: the groups are recomputed")
+        merged = pa.Table.from_arrays(
             [v.evaluate(joined) for v in self.values], names=stored.column_names
         )
+        if self.rows is None:
+            return merged
+        # A group left with no row goes (a new group only comes with rows).
+        return merged.filter(pc.greater(self.rows.evaluate(joined), 0))
 
     def _grouped(self, rows: pa.Table) -> pa.Table:
         """One row per touched group: `s`'s key columns and every rule's delta."""
@@ -109,63 +130,48 @@ class ArrowAggregateDelta:
             key_column(i): k.evaluate(rows) for i, k in enumerate(self.keys)
         }
         pre.update({name: value.evaluate(rows) for name, value in self.arguments})
-        pre[WEIGHT] = pa.array([1] * rows.num_rows, pa.int32())  # insert-only: every row +1
+        if WEIGHT in rows.column_names:  # signed change rows (arrow_changes.py)
+            pre[WEIGHT] = rows.column(WEIGHT)
+        else:  # appended rows: every row +1
+            pre[WEIGHT] = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
         pre_delta = pa.table(pre)
+        if self.exploded:
+            pre_delta = _one_per_unit(pre_delta)
         inputs = pa.table(
             {
                 **{key_column(i): pre_delta.column(key_column(i)) for i in range(len(self.keys))},
-                **{f"__in{n}": d.input.evaluate(pre_delta) for n, d in enumerate(self.deltas)},
+                **{_part_name(n): p.input.evaluate(pre_delta) for n, p in enumerate(self.parts)},
             }
         )
         if self.extremes:
             _refuse_nan(inputs)
         keys = [key_column(i) for i in range(len(self.keys))]
         grouped = inputs.group_by(keys, use_threads=False).aggregate(
-            [(f"__in{n}", d.function) for n, d in enumerate(self.deltas)]
+            [(_part_name(n), p.function) for n, p in enumerate(self.parts)]
+        )
+        parts = pa.table(
+            {
+                _part_name(n): grouped.column(f"{_part_name(n)}_{p.function}")
+                for n, p in enumerate(self.parts)
+            }
         )
         columns = {k: grouped.column(k) for k in keys}
-        for n, d in enumerate(self.deltas):
-            columns[d.alias] = grouped.column(f"__in{n}_{d.function}")
+        for d in self.deltas:
+            columns[d.alias] = d.value.evaluate(parts)
         return pa.table(columns)
 
-    def _stored(
-        self, grouped: pa.Table, storage: Table, snapshot_id: int, max_rows: int
-    ) -> _Stored:
-        """The stored rows of the touched groups, and the files holding them (read whole
-        with pyiceberg: each is replaced by its other rows, `survivors`)."""
+    def _stored(self, grouped: pa.Table, storage: Table, snapshot_id: int, max_rows: int) -> Stored:
+        """The stored rows of the touched groups, and the files holding them (each is
+        replaced by its other rows)."""
         key_outputs = list(self.key_outputs)
         keys = grouped.select([key_column(i) for i in range(len(self.keys))])
         keys = keys.rename_columns(key_outputs)
-        scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(keys))
-        tasks = list(scan.plan_files())
-        if sum(task.file.record_count for task in tasks) > max_rows:
-            raise ArrowUnsupportedError("the storage files to rewrite are too large")
-        wanted = set(_tuples(keys))
-        reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
-        hits, survivors, replaces = [], [], []
-        for task in tasks:
-            rows = conform_to_storage(reader.to_table([task]), storage)
-            hit = pa.array([key in wanted for key in _tuples(rows.select(key_outputs))])
-            if pc.any(hit).as_py():
-                hits.append(rows.filter(hit))
-                survivors.append(rows.filter(pc.invert(hit)))
-                replaces.append(task.file)
-        matched = pa.concat_tables(hits) if hits else storage.schema().as_arrow().empty_table()
-        return _Stored(matched, survivors, tuple(replaces))
+        wanted = set(tuples(keys))
 
+        def hit(rows: pa.Table) -> pa.Array:
+            return pa.array([key in wanted for key in tuples(rows.select(key_outputs))])
 
-@dataclass(frozen=True)
-class _Stored:
-    matched: pa.Table  # the stored row of each touched group that exists
-    survivors: list[pa.Table]  # the other rows of the files holding them
-    replaces: tuple[DataFile, ...]  # those files
-
-
-def _tuples(table: pa.Table) -> list[tuple[Hashable, ...]]:
-    # Python equality is null-safe (None == None), as the MERGE's `<=>`.
-    if table.num_columns == 0:
-        return [()] * table.num_rows
-    return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+        return stored_rows(storage, snapshot_id, keys, max_rows, hit)
 
 
 def compile_aggregate_delta(
@@ -175,14 +181,16 @@ def compile_aggregate_delta(
     state: Sequence[StateColumn],
     types: Mapping[str, IcebergType],
     dimensions: Mapping[str, pa.Schema] | None = None,
+    with_deletes: bool = False,
 ) -> ArrowAggregateDelta:
     """The merge over `source` joined with `dimensions` (arrow_select.py); the caller
-    checked that the delta is not keyed for the sources that moved."""
+    checked that the delta is not keyed for the sources that moved. `with_deletes`: the
+    change rows carry signed weights (arrow_changes.py)."""
     funcs = {a.func for a in analysis.aggregates}
     if funcs - _MERGED or analysis.having or analysis.derived:
         raise ArrowUnsupportedError(f"aggregates {', '.join(sorted(funcs - _MERGED))} recompute")
-    if "avg" in funcs and not state:
-        raise ArrowUnsupportedError("AVG without state columns recomputes its groups")
+    if funcs & {"avg", *DEVIATIONS} and not state:
+        raise ArrowUnsupportedError("AVG or a deviation without state columns recomputes")
     select = compile_select(analysis.query, source, dimensions)
     keys = tuple(select.compile(k.expression) for k in analysis.keys)
     for key in keys:
@@ -203,11 +211,15 @@ def compile_aggregate_delta(
     pre_fields[("", WEIGHT)] = (WEIGHT, pa.int32())
     outputs = list(storage.names)
     rules = merge_rules(analysis, outputs, state, types)
-    deltas = tuple(_delta_column(alias, node, pre_fields) for alias, node in rules.deltas.items())
+    parts: list[_Part] = []
+    deltas = tuple(
+        _delta_column(alias, node, pre_fields, parts, rules.exploded)
+        for alias, node in rules.deltas.items()
+    )
     s_fields: dict[tuple[str, str], tuple[str, pa.DataType]] = {
         ("s", key_column(i)): (f"s.{key_column(i)}", k.type) for i, k in enumerate(keys)
     }
-    s_fields.update({("s", d.alias): (f"s.{d.alias}", _aggregated(d)) for d in deltas})
+    s_fields.update({("s", d.alias): (f"s.{d.alias}", d.value.type) for d in deltas})
     fields = {**s_fields, **{("t", f.name): (f"t.{f.name}", f.type) for f in storage}}
     key_outputs = tuple(outputs[k.position] for k in analysis.keys)
     key_of = {name: i for i, name in enumerate(key_outputs)}
@@ -221,8 +233,30 @@ def compile_aggregate_delta(
             raise ArrowUnsupportedError(f"no merge rule for storage column {name}")
     check_types(values, storage)
     extremes = bool(funcs & {"min", "max"})
+    rows: ArrowExpr | None = None
+    unknown: tuple[ArrowExpr, ...] = ()
+    if with_deletes:
+        if extremes:
+            raise ArrowUnsupportedError("MIN / MAX under deletes recompute their groups")
+        if "sum" in funcs and not state:
+            raise ArrowUnsupportedError("SUM under deletes without state columns")
+        if keys:  # a global aggregate always keeps its one row
+            if rules.rows is None:
+                raise ArrowUnsupportedError("deletes without COUNT(*) or its state")
+            rows = compile_expr(rules.rows, fields)
+        unknown = tuple(compile_expr(u, fields) for u in rules.unknown)
     return ArrowAggregateDelta(
-        select, keys, arguments, deltas, key_outputs, tuple(values), extremes
+        select,
+        keys,
+        arguments,
+        tuple(parts),
+        deltas,
+        key_outputs,
+        tuple(values),
+        extremes,
+        rows,
+        unknown,
+        rules.exploded,
     )
 
 
@@ -233,7 +267,50 @@ def _refuse_nan(table: pa.Table) -> None:
             raise ArrowUnsupportedError("NaN under MIN / MAX")
 
 
-def _delta_column(alias: str, node: exp.Expr, fields: Fields) -> _DeltaColumn:
+def _part_name(index: int) -> str:
+    return f"__icemv_p{index}"
+
+
+def _one_per_unit(rows: pa.Table) -> pa.Table:
+    """Each row |weight| times, with weight +1 or -1 (the deviations' exploded delta)."""
+    weights = rows.column(WEIGHT).to_pylist()
+    if all(w in (1, -1) for w in weights):
+        return rows
+    copies = pa.array([i for i, w in enumerate(weights) for _ in range(abs(w))], pa.int64())
+    exploded = rows.take(copies)
+    signs = pc.sign(exploded.column(WEIGHT)).cast(pa.int32())
+    return exploded.set_column(exploded.schema.get_field_index(WEIGHT), WEIGHT, signs)
+
+
+def _delta_column(
+    alias: str, node: exp.Expr, fields: Fields, parts: list[_Part], exploded: bool
+) -> _DeltaColumn:
+    """A rule's delta column: each aggregate in `node` becomes a hash aggregation (added
+    to `parts`), and what surrounds them (COALESCE, products) is evaluated over those."""
+    tree = node.copy()
+    if exploded:  # one row per unit of weight: SIGN(weight) is the weight (int, not double)
+        tree = tree.transform(
+            lambda n: n.this if isinstance(n, exp.Sign) and _is_weight(n.this) else n
+        )
+    aggregates = [n for n in tree.find_all(exp.AggFunc) if n.find_ancestor(exp.AggFunc) is None]
+    part_fields: dict[tuple[str, str], tuple[str, pa.DataType]] = {}
+    for aggregate in aggregates:
+        part = _part(aggregate, fields)
+        name = _part_name(len(parts))
+        parts.append(part)
+        part_fields[("", name)] = (name, _aggregated(part))
+        if aggregate is tree:
+            tree = exp.column(name)
+        else:
+            aggregate.replace(exp.column(name))
+    return _DeltaColumn(alias, compile_expr(tree, part_fields))
+
+
+def _is_weight(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Column) and node.name == WEIGHT
+
+
+def _part(node: exp.Expr, fields: Fields) -> _Part:
     function = _HASH.get(type(node))
     if function is None:
         raise ArrowUnsupportedError(f"delta aggregate {node.sql(dialect='spark')[:60]}")
@@ -244,17 +321,19 @@ def _delta_column(alias: str, node: exp.Expr, fields: Fields) -> _DeltaColumn:
         or pa.types.is_date32(value.type)
     ):
         raise ArrowUnsupportedError(f"{function.upper()} of {value.type}")
-    if function == "sum" and not (
+    if function in ("sum", "mean", "variance") and not (
         pa.types.is_integer(value.type) or pa.types.is_float64(value.type)
     ):
-        raise ArrowUnsupportedError(f"SUM of {value.type}")
-    return _DeltaColumn(alias, value, function)
+        raise ArrowUnsupportedError(f"{function.upper()} of {value.type}")
+    return _Part(value, function)
 
 
-def _aggregated(delta: _DeltaColumn) -> pa.DataType:
+def _aggregated(part: _Part) -> pa.DataType:
     """The type of a hash aggregation's result, as Spark's aggregate types it."""
-    if delta.function == "count":
+    if part.function == "count":
         return pa.int64()
-    if delta.function == "sum":
-        return pa.int64() if pa.types.is_integer(delta.input.type) else pa.float64()
-    return delta.input.type
+    if part.function == "sum":
+        return pa.int64() if pa.types.is_integer(part.input.type) else pa.float64()
+    if part.function in ("mean", "variance"):
+        return pa.float64()
+    return part.input.type

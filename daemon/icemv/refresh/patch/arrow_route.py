@@ -1,13 +1,17 @@
 """Whether a refresh's delta is computed in Arrow on the driver, decided at plan time.
 
-The Arrow path (no Spark job) takes small append-only changes of one source, for a
-filter / projection view (the appended rows, filtered and projected) and for a GROUP BY
-view merged by its rules (COUNT, SUM, MIN, MAX, AVG with state), over the changed source
-alone or joined with tables that did not change (INNER, or LEFT with the changed source
-preserved: the delta is `dsource JOIN t`, arrow_select.py). Each such table is read whole
-with pyiceberg at its pinned snapshot (the same rows as the recorded one: it did not
-move), its columns read only, shared across MVs like the appended rows, and only if it
-has at most `refresh.arrow_join_max_rows` rows. Everything else, and
+The Arrow path (no Spark job) takes small changes of one source: appends, for a filter /
+projection view (the appended rows, filtered and projected) and for a GROUP BY view
+merged by its rules (COUNT, SUM, MIN, MAX, AVG with state), over the changed source alone
+or joined with tables that did not change (INNER, or LEFT with the changed source
+preserved: the delta is `dsource JOIN t`, arrow_select.py); deletes and updates
+(position deletes, deletion vectors, copy-on-write rewrites of small files: signed change
+rows, refresh/changes/arrow_changes.py) of a source read alone, for a GROUP BY view merged
+by its rules under deletes (COUNT, SUM, AVG with state), and for a filter / projection
+view (its deleted rows removed from the storage files holding them). Each joined table is
+read whole with pyiceberg at its pinned snapshot (the same rows as the recorded one: it
+did not move), its columns read only, shared across MVs like the appended rows, and only
+if it has at most `refresh.arrow_join_max_rows` rows. Everything else, and
 anything whose Spark semantics Arrow might not match (sql/arrow_expr.py), goes to Spark;
 the refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`).
 """
@@ -23,6 +27,7 @@ from sqlglot import exp
 
 from icemv.errors import ArrowUnsupportedError
 from icemv.identifiers import Identifier
+from icemv.refresh.changes.arrow_changes import changed_rows
 from icemv.refresh.changes.arrow_reads import (
     AppendedRowsCache,
     appended_rows,
@@ -57,12 +62,17 @@ class ArrowRoute:
     change: SourceChange
     source: Table
     delta: ArrowRowsDelta | ArrowAggregateDelta
-    dimensions: tuple[Dimension, ...] = ()  # one per JOIN, in order
+    dimensions: tuple[Dimension, ...] = ()  # one per JOIN, in order (appends only)
     max_rows: int = 0  # joined rows the patch may come from (0: no joins to bound)
+    columns: tuple[str, ...] | None = None  # read for a change with deletes; None: all
 
     def read(self, cache: AppendedRowsCache) -> tuple[pa.Table, int]:
-        """The rows the delta is computed from (the appended source rows, joined with the
-        dimensions; both shared with other MVs through `cache`), and the source rows read."""
+        """The rows the delta is computed from and the source rows read for them: appended
+        rows (joined with the dimensions; both shared with other MVs through `cache`), or
+        signed rows (a `WEIGHT` column) of a range with deletes."""
+        if self.change.kind != "append-only":
+            changed = changed_rows(self.source, self.change, self.columns)
+            return changed.rows, changed.rows_read
         appended = appended_rows(self.source, self.change, cache)
         if not self.dimensions:
             return appended, appended.num_rows
@@ -72,10 +82,8 @@ class ArrowRoute:
             raise ArrowUnsupportedError(f"{rows.num_rows} joined rows > {self.max_rows}")
         return rows, appended.num_rows
 
-    def patch(self, appended: pa.Table, target: PatchTarget) -> DriverPatch:
-        if isinstance(self.delta, ArrowRowsDelta):
-            return self.delta.patch(appended)
-        return self.delta.patch(appended, target.table, target.snapshot_id, target.driver_max_rows)
+    def patch(self, rows: pa.Table, target: PatchTarget) -> DriverPatch:
+        return self.delta.patch(rows, target.table, target.snapshot_id, target.driver_max_rows)
 
 
 def arrow_route(
@@ -87,8 +95,6 @@ def arrow_route(
     if len(plan.moved) != 1:
         return "more than one source table changed"
     ((identifier, change),) = plan.moved.items()
-    if change.kind != "append-only":
-        return f"{identifier} changed by more than appends"
     limit = min(max_rows, driver_max_rows)  # the patch is committed from the driver too
     if change.changed_records > limit:
         return (
@@ -104,6 +110,8 @@ def arrow_route(
     analysis = plan.analysis
     try:
         dimensions = _dimensions(plan, identifier, join_max_rows)
+        if dimensions and change.kind != "append-only":
+            raise ArrowUnsupportedError(f"{identifier} joined and changed by more than appends")
         schemas = {
             alias: pa.schema([d.schema.as_arrow().field(c) for c in d.columns])
             for alias, d in dimensions.items()
@@ -114,17 +122,22 @@ def arrow_route(
             if analysis.aggregate_strategy(plan.with_deletes, bool(state)) != "merge-aggregates":
                 return "the touched groups are recomputed from the source"
             delta = compile_aggregate_delta(
-                analysis, source_schema, storage_schema, state, base.layout.types, schemas
+                analysis,
+                source_schema,
+                storage_schema,
+                state,
+                base.layout.types,
+                schemas,
+                plan.with_deletes,
             )
         else:
             if analysis.top_n is not None:  # an append may push rows out of the top n
                 return "a top-N view"
-            if not plan.insert_only:
-                return "the delta is not insert-only"
             delta = compile_rows_delta(analysis, source_schema, storage_schema, schemas)
     except ArrowUnsupportedError as exc:
         return str(exc)
-    return ArrowRoute(change, source, delta, tuple(dimensions.values()), limit)
+    columns = plan.change_read(identifier).columns
+    return ArrowRoute(change, source, delta, tuple(dimensions.values()), limit, columns)
 
 
 def _dimensions(plan: IncrementalPlan, changed: Identifier, max_rows: int) -> dict[str, Dimension]:

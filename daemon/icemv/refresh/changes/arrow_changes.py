@@ -1,0 +1,271 @@
+"""Weighted change rows of a range with deletes, read on the driver with pyarrow, no Spark.
+
+For the Arrow path (refresh/patch/arrow_route.py) when a range of one source holds more
+than appends (position deletes, deletion vectors, copy-on-write rewrites). Read exactly,
+by the snapshots' manifests, only the columns the view needs:
+  +1  rows of data files added in the range, read at the new snapshot (its deletes applied:
+      rows appended and deleted within the range never appear);
+  -1  rows of data files removed in the range, read at the old snapshot (its deletes
+      applied): a copy-on-write rewrite's whole file, diffed against the added one below;
+  -1  rows of a data file live at both ends at the positions deleted at the new snapshot
+      and not at the old one (position delete files and deletion vectors of both ends
+      for that file, so a position deleted before the range never counts twice): only the
+      Parquet row groups holding those positions are read (`row_groups_for`).
+Rows that appear once with each sign identically on the projected columns (a rewrite's
+moved rows, an update that left a row as it was) cancel before the delta sees them
+(`cancel_moved`). Equality deletes, positions un-deleted within the range and data files
+without the needed columns' field ids raise ArrowUnsupportedError: Spark reads those.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestEntryStatus
+from pyiceberg.schema import Schema
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
+from pyiceberg.table.puffin import PuffinFile
+
+from icemv.errors import ArrowUnsupportedError
+from icemv.refresh.changes.arrow_reads import read_schema
+from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.changes.manifests import range_entries
+from icemv.sql.names import WEIGHT
+
+_FIELD_ID = b"PARQUET:field_id"
+
+
+@dataclass(frozen=True)
+class ChangedRows:
+    rows: pa.Table  # the projected source columns and WEIGHT (int32, never 0)
+    rows_read: int  # source rows read from data files (whole files and row groups)
+
+
+@dataclass
+class _Range:
+    added: set[str] = field(default_factory=set)  # data files
+    removed: set[str] = field(default_factory=set)
+    deletes: list[DataFile] = field(default_factory=list)  # position deletes and DVs added
+
+
+def row_groups_for(
+    group_rows: Sequence[int], positions: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """The row groups holding `positions` (sorted, unique row positions in the file) and
+    each position's index among those groups' rows read one after another."""
+    ends = list(accumulate(group_rows))
+    if positions and (positions[0] < 0 or positions[-1] >= (ends[-1] if ends else 0)):
+        raise ArrowUnsupportedError("a deleted position beyond its data file's rows")
+    groups: list[int] = []
+    offsets: list[int] = []
+    read = 0  # rows of the chosen groups before the current one
+    for position in positions:
+        group = bisect_right(ends, position)
+        if not groups or groups[-1] != group:
+            if groups:
+                read += group_rows[groups[-1]]
+            groups.append(group)
+        offsets.append(read + position - (ends[group] - group_rows[group]))
+    return groups, offsets
+
+
+def changed_rows(table: Table, change: SourceChange, columns: Sequence[str] | None) -> ChangedRows:
+    """The range's weighted rows of `columns` (None: all), under its pinned schema."""
+    schema = read_schema(table, change)
+    if columns is not None:  # at least one column: the rows are counted by it
+        schema = schema.select(*(columns or (schema.fields[0].name,)))
+    target = schema.as_arrow()
+    found = _range_files(table, change)
+    moved = found.added & found.removed  # added and removed within the range
+    added, removed = found.added - moved, found.removed - moved
+    old = _tasks(table, change.old_snapshot_id)
+    new = _tasks(table, change.new_snapshot_id)
+    reader = _DeleteReader(table.io)
+    parts: list[pa.Table] = []
+    read = 0
+    for files, tasks, weight in ((added, new, 1), (removed, old, -1)):
+        chosen = [tasks[p] for p in sorted(files) if p in tasks]
+        if chosen:
+            rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(chosen)
+            parts.append(_weighted(_conform(rows, target), weight))
+            read += sum(t.file.record_count for t in chosen)
+    for path in sorted(reader.targets(found.deletes) - added - removed - moved):
+        if path not in old or path not in new:
+            continue  # not live at one end: its rows are read whole above, or never were
+        before = reader.positions(path, old[path].delete_files)
+        after = reader.positions(path, new[path].delete_files)
+        if len(before) and not pc.all(pc.is_in(before, value_set=after)).as_py():
+            raise ArrowUnsupportedError(f"positions of {path} un-deleted within the range")
+        deleted = after.filter(pc.invert(pc.is_in(after, value_set=before)))
+        if len(deleted):
+            rows, scanned = _rows_at(table.io, path, deleted.to_pylist(), schema)
+            parts.append(_weighted(_conform(rows, target), -1))
+            read += scanned
+    weighted = target.append(pa.field(WEIGHT, pa.int32(), nullable=False))
+    if not parts:
+        return ChangedRows(weighted.empty_table(), read)
+    rows = pa.concat_tables(parts)
+    return ChangedRows(cancel_moved(rows), read)
+
+
+def _range_files(table: Table, change: SourceChange) -> _Range:
+    found = _Range()
+    for entry in range_entries(table, change):
+        data = entry.data_file
+        added = entry.status == ManifestEntryStatus.ADDED
+        if data.content == DataFileContent.EQUALITY_DELETES:
+            if added:
+                raise ArrowUnsupportedError(f"{change.identifier}: an equality delete")
+        elif data.content == DataFileContent.DATA:
+            if added:
+                found.added.add(data.file_path)
+            elif entry.status == ManifestEntryStatus.DELETED:
+                found.removed.add(data.file_path)
+        elif added:
+            found.deletes.append(data)
+    return found
+
+
+def _tasks(table: Table, snapshot_id: int | None) -> dict[str, FileScanTask]:
+    """Every data file live at the snapshot, with the delete files that apply to it."""
+    if snapshot_id is None:
+        return {}
+    try:
+        tasks = table.scan(snapshot_id=snapshot_id).plan_files()
+        return {task.file.file_path: task for task in tasks}
+    except (ValueError, NotImplementedError) as exc:  # e.g. an older equality delete
+        raise ArrowUnsupportedError(f"pyiceberg cannot plan snapshot {snapshot_id}: {exc}") from exc
+
+
+class _DeleteReader:
+    """Positions that delete files name, per data file; each delete file read once."""
+
+    def __init__(self, io: FileIO) -> None:
+        self._io = io
+        self._read: dict[str, dict[str, pa.Array]] = {}
+
+    def _file(self, delete: DataFile) -> dict[str, pa.Array]:
+        cached = self._read.get(delete.file_path)
+        if cached is not None:
+            return cached
+        with self._io.new_input(delete.file_path).open() as stream:
+            if delete.file_format == FileFormat.PUFFIN:
+                vectors = deletion_vectors_from_puffin_file(PuffinFile(stream.read()))
+                found = {
+                    v.referenced_data_file: v.to_vector().combine_chunks().cast(pa.int64())
+                    for v in vectors
+                }
+            elif delete.file_format == FileFormat.PARQUET:
+                rows = pq.read_table(stream, columns=["file_path", "pos"])
+                paths = rows.column("file_path").combine_chunks().dictionary_encode()
+                positions = rows.column("pos").combine_chunks().cast(pa.int64())
+                found = {
+                    str(path): positions.filter(pc.equal(paths.indices, index))
+                    for index, path in enumerate(paths.dictionary.to_pylist())
+                }
+            else:
+                raise ArrowUnsupportedError(f"{delete.file_format} position deletes")
+        self._read[delete.file_path] = found
+        return found
+
+    def targets(self, deletes: Iterable[DataFile]) -> set[str]:
+        """The data files `deletes` name (read from the files: their positions are read
+        anyway)."""
+        named: set[str] = set()
+        for delete in deletes:
+            named.update(self._file(delete))
+        return named
+
+    def positions(self, path: str, deletes: Iterable[DataFile]) -> pa.Array:
+        """Sorted unique positions of `path` that `deletes` name."""
+        found = [self._file(d).get(path) for d in deletes]
+        arrays = [a for a in found if a is not None and len(a)]
+        if not arrays:
+            return pa.array([], pa.int64())
+        unique = pc.unique(pa.concat_arrays(arrays))
+        return unique.take(pc.array_sort_indices(unique))
+
+
+def _rows_at(
+    io: FileIO, path: str, positions: Sequence[int], schema: Schema
+) -> tuple[pa.Table, int]:
+    """The rows of data file `path` at `positions`, reading only the row groups holding
+    them; and how many rows those groups hold."""
+    with io.new_input(path).open() as stream:
+        parquet = pq.ParquetFile(stream)
+        by_id: dict[int, str] = {}
+        for column in parquet.schema_arrow:
+            if column.metadata and _FIELD_ID in column.metadata:
+                by_id[int(column.metadata[_FIELD_ID])] = column.name
+        names = []
+        for wanted in schema.fields:
+            name = by_id.get(wanted.field_id)
+            if name is None:
+                raise ArrowUnsupportedError(f"{path} has no column {wanted.name} by field id")
+            names.append(name)
+        metadata = parquet.metadata
+        group_rows = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+        groups, offsets = row_groups_for(group_rows, positions)
+        rows = parquet.read_row_groups(groups, columns=names, use_threads=False)
+    picked = rows.take(pa.array(offsets, pa.int64()))
+    return picked.rename_columns([f.name for f in schema.fields]), sum(
+        group_rows[g] for g in groups
+    )
+
+
+def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    rows = rows.select(target.names)
+    return rows if rows.schema == target else rows.cast(target)
+
+
+def _weighted(rows: pa.Table, weight: int) -> pa.Table:
+    column = pa.repeat(pa.scalar(weight, pa.int32()), rows.num_rows)
+    return rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), column)
+
+
+def _group_key(column: pa.ChunkedArray) -> pa.Array | None:
+    """A column as a hash-group key that keeps apart exactly what differs: floats by their
+    bits (-0.0 is not 0.0); None where Arrow cannot group the type."""
+    array = column.combine_chunks()
+    kind = array.type
+    if pa.types.is_float64(kind):
+        return array.view(pa.int64())
+    if pa.types.is_float32(kind):
+        return array.view(pa.int32())
+    if pa.types.is_nested(kind) or pa.types.is_float16(kind) or pa.types.is_dictionary(kind):
+        return None
+    return array
+
+
+def cancel_moved(rows: pa.Table) -> pa.Table:
+    """Rows identical on every column summed by weight, zero sums dropped (a rewrite's
+    moved rows); as is where some column cannot be grouped, or no row is negative."""
+    weight = rows.column(WEIGHT)
+    if rows.num_rows == 0 or pc.min(weight).as_py() > 0 or pc.max(weight).as_py() < 0:
+        return rows
+    keys: dict[str, pa.Array] = {}
+    for index, name in enumerate(n for n in rows.column_names if n != WEIGHT):
+        key = _group_key(rows.column(name))
+        if key is None:
+            return rows
+        keys[f"k{index}"] = key
+    ones = pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)
+    index = pc.subtract(pc.cumulative_sum(ones), 1)
+    keyed = pa.table({**keys, "__row": index, WEIGHT: weight})
+    grouped = keyed.group_by(list(keys), use_threads=False).aggregate(
+        [(WEIGHT, "sum"), ("__row", "min")]
+    )
+    kept = grouped.filter(pc.not_equal(grouped.column(f"{WEIGHT}_sum"), 0))
+    first = rows.drop_columns([WEIGHT]).take(kept.column("__row_min"))
+    net = kept.column(f"{WEIGHT}_sum").cast(pa.int32())
+    return first.append_column(rows.schema.field(WEIGHT), net)

@@ -1,0 +1,178 @@
+"""The Arrow path under deletes (refresh/changes/arrow_changes.py): small merge-on-read
+deletes and updates (position deletes read by row group) and copy-on-write rewrites of
+small files refresh merged GROUP BY views and filter views without a Spark job, equal to
+the view SQL at the recorded snapshots; what the Arrow path refuses goes to Spark, still
+correct."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
+from icemv.refresh.policy import refresh_mv
+from tests.conftest import CATALOG_KINDS
+from tests.support.arrow import refresh_by, refreshed_mv
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import equality_delete
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
+
+AGGREGATE = (
+    "SELECT vendor, day, count(*) AS n, count(fare) AS nf, sum(fare) AS total, "
+    "avg(fare) AS mean, stddev(fare) AS sd, var_pop(fare) AS vp "
+    "FROM trips WHERE id > 3 GROUP BY vendor, day"
+)
+GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips"
+COUNT = "SELECT count(*) AS n FROM trips"  # reads no column
+DUPLICATES = "SELECT vendor, day FROM trips WHERE fare > 10"  # many copies of each row
+FILTER = "SELECT id, vendor, fare * 2 AS double_fare, day FROM trips WHERE fare > 10 OR id < 5"
+ROWS = 200  # one data file, row groups of 10 rows
+
+
+def _trips(lakehouse: Lakehouse, namespace: str, write_mode: str, version: int = 2) -> str:
+    """200 rows in one data file of 10-row row groups; deletes and updates `write_mode`
+    (format `version` 3: merge-on-read writes deletion vectors)."""
+    name = lakehouse.quoted(Identifier((namespace,), "trips"))
+    modes = ", ".join(f"'write.{op}.mode' = '{write_mode}'" for op in ("delete", "update"))
+    lakehouse.spark.sql(
+        f"CREATE TABLE {name} (id BIGINT, vendor STRING, fare DOUBLE, day DATE) USING iceberg "
+        f"TBLPROPERTIES ('format-version' = '{version}', {modes}, "
+        "'write.parquet.row-group-size-bytes' = '1', "
+        "'write.parquet.row-group-check-min-record-count' = '10', "
+        "'write.parquet.row-group-check-max-record-count' = '10')"
+    )
+    lakehouse.spark.sql(
+        f"INSERT INTO {name} SELECT /*+ COALESCE(1) */ id, "
+        "CASE WHEN id % 7 = 0 THEN NULL ELSE concat('v', CAST(id % 3 AS STRING)) END, "
+        "CASE WHEN id % 11 = 0 THEN NULL ELSE CAST(id AS DOUBLE) / 4 END, "
+        "date_add(DATE'2024-01-01', CAST(id % 2 AS INT)) "
+        f"FROM range({ROWS})"
+    )
+    return name
+
+
+def _steps(name: str) -> list[tuple[str, Callable[[Lakehouse], None]]]:
+    def sql(*statements: str) -> Callable[[Lakehouse], None]:
+        def run(lakehouse: Lakehouse) -> None:
+            for statement in statements:
+                lakehouse.spark.sql(statement)
+
+        return run
+
+    return [
+        ("delete", sql(f"DELETE FROM {name} WHERE id BETWEEN 50 AND 59")),
+        ("update", sql(f"UPDATE {name} SET fare = fare + 1, vendor = 'z' WHERE id IN (101, 102)")),
+        # Overlaps the first delete: positions deleted before the range count once.
+        ("second delete", sql(f"DELETE FROM {name} WHERE id BETWEEN 55 AND 64")),
+        # Rows appended and deleted within one range never count.
+        (
+            "append then delete",
+            sql(
+                f"INSERT INTO {name} VALUES (1000, 'v1', 2.0, DATE'2024-01-01'), "
+                "(1001, 'v9', 3.0, DATE'2024-01-01'), (1002, 'v1', NULL, DATE'2024-01-02')",
+                f"DELETE FROM {name} WHERE id IN (1001, 150)",
+            ),
+        ),
+        # Every row of some groups: they go.
+        ("groups gone", sql(f"DELETE FROM {name} WHERE vendor = 'z' OR id = 1002")),
+        ("update unchanged", sql(f"UPDATE {name} SET fare = fare WHERE id BETWEEN 20 AND 24")),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("write_mode", "version"),
+    [("merge-on-read", 2), ("copy-on-write", 2), ("merge-on-read", 3)],
+    ids=["merge-on-read", "copy-on-write", "deletion-vectors"],
+)
+def test_deletes_and_updates_refresh_in_arrow(
+    lakehouse: Lakehouse, namespace: str, write_mode: str, version: int
+) -> None:
+    name = _trips(lakehouse, namespace, write_mode, version)
+    mvs = [
+        refreshed_mv(lakehouse, namespace, "agg", AGGREGATE),
+        refreshed_mv(lakehouse, namespace, "one", GLOBAL),
+        refreshed_mv(lakehouse, namespace, "filter", FILTER),
+        refreshed_mv(lakehouse, namespace, "count", COUNT),
+        refreshed_mv(lakehouse, namespace, "dups", DUPLICATES),
+    ]
+    for step, apply in _steps(name):
+        apply(lakehouse)
+        if step == "delete":  # the delete files are what the case is about
+            position_deletes = "PUFFIN" if version == 3 else "PARQUET"
+            expected = {position_deletes} if write_mode == "merge-on-read" else set()
+            assert _delete_formats(lakehouse, namespace) == expected
+        for mv in mvs:
+            result = refresh_by(lakehouse, mv, "arrow")
+            assert result.engine_reason is None, (step, result)
+            if write_mode == "merge-on-read" and step in ("delete", "second delete"):
+                # Only the row groups holding the deleted positions are read.
+                assert result.source_rows_read is not None
+                assert 0 < result.source_rows_read <= 30, (step, result.source_rows_read)
+
+
+def _delete_formats(lakehouse: Lakehouse, namespace: str) -> set[str]:
+    table = lakehouse.load_table(Identifier((namespace,), "trips"))
+    return {d.file_format.name for t in table.scan().plan_files() for d in t.delete_files}
+
+
+@pytest.mark.parametrize(
+    ("sql", "change", "reason"),
+    [
+        (
+            "SELECT vendor, count(*) AS n, min(fare) AS lo FROM trips GROUP BY vendor",
+            "delete",
+            "recomputed",
+        ),
+        (AGGREGATE, "equality", "equality delete"),
+        (FILTER, "equality", "equality delete"),
+    ],
+    ids=["min-under-delete", "equality-delete", "filter-equality-delete"],
+)
+def test_refused_deletes_go_to_spark(
+    lakehouse: Lakehouse, namespace: str, sql: str, change: str, reason: str
+) -> None:
+    name = _trips(lakehouse, namespace, "merge-on-read")
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
+    if change == "equality":
+        equality_delete(lakehouse, namespace, "vendor", ["v2"])
+    else:
+        lakehouse.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
+    result = refresh_by(lakehouse, mv, "spark")
+    assert result.engine_reason is not None and reason in result.engine_reason, result
+    if change == "equality":  # pyiceberg cannot read the table now: Spark, still correct
+        lakehouse.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
+        result = refresh_by(lakehouse, mv, "spark")
+        assert "equality deletes" in (result.engine_reason or ""), result
+
+
+def test_the_row_limit_counts_deleted_rows(lakehouse: Lakehouse, namespace: str) -> None:
+    name = _trips(lakehouse, namespace, "merge-on-read")
+    mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
+    config = lakehouse.config
+    small = Lakehouse(
+        config.model_copy(
+            update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 5})}
+        )
+    )
+    small.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
+    result = refresh_by(small, mv, "spark")
+    assert result.engine_reason is not None and "11 changed rows > 5" in result.engine_reason
+
+
+def test_auto_weighs_the_arrow_read(lakehouse: Lakehouse, namespace: str) -> None:
+    """A 10-row delete from the one 200-row file: Spark's change read (the whole file) is
+    dearer than a full recompute, the Arrow path's (the row groups holding the positions)
+    is not, so `auto` refreshes incrementally where the Arrow path takes the view."""
+    name = _trips(lakehouse, namespace, "merge-on-read")
+    taken = refreshed_mv(lakehouse, namespace, "taken", AGGREGATE, "auto")
+    minimum = "SELECT vendor, min(fare) AS lo FROM trips GROUP BY vendor"
+    refused = refreshed_mv(lakehouse, namespace, "refused", minimum, "auto")
+    lakehouse.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 39")
+    result = refresh_by(lakehouse, taken, "arrow")
+    assert result.reason == "source-changed"
+    result = refresh_mv(lakehouse, refused)
+    assert (result.mode, result.reason) == ("full", "delta-too-large"), result
+    assert_matches_oracle(lakehouse, refused)
