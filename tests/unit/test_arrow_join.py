@@ -72,7 +72,7 @@ def _delta(
 def _rows(sql: str, outputs: list[tuple[str, pa.DataType]]) -> Counter[tuple[Any, ...]]:
     delta, columns = _delta(sql, outputs)
     joined = delta.select.joined(APPENDED, [DIMENSION.select(list(columns))])
-    return Counter(tuple(row.values()) for row in delta.patch(joined).rows.to_pylist())
+    return Counter(tuple(row.values()) for row in delta.projected(joined).to_pylist())
 
 
 OUT = [("id", pa.int64()), ("region", pa.large_string())]

@@ -43,15 +43,23 @@ class ArrowRowsDelta:
     outputs: tuple[ArrowExpr, ...]
     names: tuple[str, ...]  # storage column names, in order
 
-    def patch(
-        self, changed: pa.Table, storage: Table, snapshot_id: int, max_rows: int
-    ) -> DriverPatch:
+    def projected(self, changed: pa.Table) -> pa.Table:
+        """The change rows that pass the WHERE, as the view's columns (and `WEIGHT`, when
+        the rows carry one)."""
         rows = self.select.filtered(changed)
         columns = [o.evaluate(rows) for o in self.outputs]
         table = pa.Table.from_arrays(columns, names=list(self.names))
         if WEIGHT not in rows.column_names:  # appended rows
+            return table
+        return table.append_column(WEIGHT, rows.column(WEIGHT))
+
+    def patch(
+        self, changed: pa.Table, storage: Table, snapshot_id: int, max_rows: int
+    ) -> DriverPatch:
+        table = self.projected(changed)
+        if WEIGHT not in table.column_names:  # appended rows
             return DriverPatch(table.num_rows, 0, table)
-        net = cancel_moved(table.append_column(WEIGHT, rows.column(WEIGHT)))
+        net = cancel_moved(table)
         weight = net.column(WEIGHT)
         inserted = conform_to_storage(_copies(net.filter(pc.greater(weight, 0))), storage)
         deleted = net.filter(pc.less(weight, 0))
