@@ -14,6 +14,7 @@ from xml.sax.saxutils import escape
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
 PANEL_W, PANEL_H = 260, 200
+TITLE = "icemv refresh: incremental (solid, dots) vs full recompute (dashed, rings)"
 MARGIN_L, MARGIN_T, GAP_X, GAP_Y = 60, 70, 80, 60
 PAD = 0.08  # of a panel's width, left and right of the first and last size
 
@@ -48,12 +49,10 @@ def refresh_chart(results: Sequence[dict[str, Any]], title: str = "") -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'font-family="sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{MARGIN_L}" y="18" font-size="14">'
-        f"{escape(title or 'icemv refresh: incremental (solid) vs full recompute (dashed)')}"
-        "</text>",
+        f'<text x="{MARGIN_L}" y="18" font-size="14">{escape(title or TITLE)}</text>',
     ]
     for i, shape in enumerate(shapes):  # legend
-        x = MARGIN_L + i * 130
+        x = MARGIN_L + i * 170
         colour = COLOURS[i % len(COLOURS)]
         out.append(f'<line x1="{x}" y1="34" x2="{x + 20}" y2="34" stroke="{colour}" '
                    'stroke-width="2"/>')  # fmt: skip
@@ -94,8 +93,10 @@ def refresh_chart(results: Sequence[dict[str, Any]], title: str = "") -> str:
                     line = " ".join(f"{px(p[0]):.1f},{py(p[index]):.1f}" for p in points)
                     out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" '
                                f'stroke-width="1.5"{dash}/>')  # fmt: skip
-                for p in points:
+                for p in points:  # incremental filled, full hollow
                     out.append(f'<circle cx="{px(p[0]):.1f}" cy="{py(p[1]):.1f}" r="2.5" '
                                f'fill="{colour}"/>')  # fmt: skip
+                    out.append(f'<circle cx="{px(p[0]):.1f}" cy="{py(p[2]):.1f}" r="3" '
+                               f'fill="white" stroke="{colour}"/>')  # fmt: skip
     out.append("</svg>")
     return "\n".join(out) + "\n"
