@@ -283,6 +283,9 @@ def _row(
         "incremental_mode": last.mode,
         "incremental_reason": last.reason,
         "incremental_engine": last.engine,
+        "incremental_engines": [
+            r[2].engine if r[2].mode == "incremental" else "full" for r in runs
+        ],
         "incremental_seconds": round(incremental_s, 3),
         "full_seconds": round(full_s, 3),
         "incremental_seconds_runs": [round(r[0], 3) for r in runs],
