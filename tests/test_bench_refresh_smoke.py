@@ -1,0 +1,37 @@
+"""`make bench`'s options at a tiny size: several runs per delta, both write modes, the
+Spark jobs of each refresh, medians, and the chart drawn from the rows."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from icemv.lakehouse import Lakehouse
+from tests.benchmarks.bench_refresh import run_scale
+from tests.benchmarks.chart import refresh_chart
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+
+def test_bench_refresh_runs_each_delta_on_both_write_modes(lakehouse: Lakehouse) -> None:
+    rows = []
+    for mode in ("merge-on-read", "copy-on-write"):
+        rows += run_scale(
+            lakehouse, 20_000, ["aggregate"], ["delete 0.1%"], mode, "auto", 2, show_jobs=True
+        )
+    assert [(r["write_mode"], r["shape"], r["delta"]) for r in rows] == [
+        ("merge-on-read", "aggregate", "delete 0.1%"),
+        ("copy-on-write", "aggregate", "delete 0.1%"),
+    ]
+    for row in rows:
+        assert row["runs"] == 2
+        assert len(row["incremental_seconds_runs"]) == 2 == len(row["incremental_engines"])
+        assert min(row["incremental_seconds_runs"]) <= row["incremental_seconds"]
+        assert row["incremental_seconds"] <= max(row["incremental_seconds_runs"])
+        assert set(row["incremental_engines"]) <= {"arrow", "spark", "full"}
+        assert len(row["incremental_spark_jobs"]) == 2
+        assert row["rows_read_full"] >= 20_000 - 40  # two deletes of 20 rows each
+        assert {"plan", "commit", "record"} <= set(row["incremental_phases"])  # full: no changes
+    chart = ET.fromstring(refresh_chart(rows))
+    assert len(chart.findall("{http://www.w3.org/2000/svg}polyline")) == 2 * 2  # modes x lines
