@@ -27,7 +27,7 @@ import structlog
 from icemv.errors import ArrowUnsupportedError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.changes.arrow_reads import AppendedRowsCache, shared_cache
+from icemv.refresh.changes.arrow_reads import AppendedRowsCache, read_schema, shared_cache
 from icemv.refresh.changes.reader import ChangeReader, change_reader
 from icemv.refresh.commit.branch import commit_via_branch
 from icemv.refresh.commit.driver import commit_rows
@@ -55,6 +55,7 @@ from icemv.sql.pinning import pin_tables
 from icemv.sql.state import state_query
 
 if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
     from pyspark.sql import SparkSession
 
 ENGINE_ARROW, ENGINE_SPARK = "arrow", "spark"
@@ -199,7 +200,8 @@ def _prepare_patch(
     )
     analysis = plan.analysis
     if needs_keyed_delta(analysis, inputs):  # K once, not once per restricted read
-        inputs = dataclasses.replace(inputs, keys=touched_keys(views, analysis.query, inputs))
+        keys = touched_keys(views, analysis.query, inputs, lambda i: _schema(plan, i))
+        inputs = dataclasses.replace(inputs, keys=keys)
     if not isinstance(analysis, AggregateAnalysis):
         delta = rows_delta(analysis, inputs)
         if delta is None:
@@ -225,6 +227,15 @@ def _prepare_patch(
             views, analysis, pre_delta, outputs, target, with_deletes, recompute, state, types
         )
     return recompute()
+
+
+def _schema(plan: IncrementalPlan, identifier: Identifier) -> Schema | None:
+    """A source's schema at its pinned snapshot, from the refresh's own (shared) loads;
+    None: not a source."""
+    change = plan.changes.get(identifier)
+    if change is None:
+        return None
+    return read_schema(plan.base.reads.load_table(identifier), change)
 
 
 def _no_term_error(moved: Iterable[Identifier]) -> RuntimeError:

@@ -16,10 +16,19 @@ date and decimal keys, on a table column of the same type family. Floating point
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    DateType,
+    DecimalType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    StringType,
+)
 from sqlglot import exp
 
 from icemv.engine.arrow import collect_bounded
@@ -37,8 +46,14 @@ if TYPE_CHECKING:
 KEYS_ON_DRIVER = 100_000
 
 
-def touched_keys(views: TempViews, query: exp.Query, inputs: DeltaInputs) -> TouchedKeys | None:
-    """K of `query` (its tables tagged with key columns) over `inputs`' delta views."""
+def touched_keys(
+    views: TempViews,
+    query: exp.Query,
+    inputs: DeltaInputs,
+    source_schema: Callable[[Identifier], Schema | None],
+) -> TouchedKeys | None:
+    """K of `query` (its tables tagged with key columns) over `inputs`' delta views;
+    `source_schema` gives a source table's schema from the refresh's own loads."""
     keys_query = touched_keys_query(query, inputs)
     if keys_query is None:
         return None
@@ -67,7 +82,7 @@ def touched_keys(views: TempViews, query: exp.Query, inputs: DeltaInputs) -> Tou
     bounded = frozenset(
         (source, column)
         for source, column in _occurrences(query)
-        if _family(_column_type(views, source, column, inputs.catalog)) == family
+        if _iceberg_family(_column_type(source_schema(source), column)) == family
     )
     return TouchedKeys(name, bounds, bounded, broadcast=collected is not None)
 
@@ -121,17 +136,26 @@ def _occurrences(query: exp.Query) -> set[tuple[Identifier, str]]:
     }
 
 
-def _column_type(
-    views: TempViews, source: Identifier, column: str, catalog: str
-) -> DataType | None:
-    """The type of `column` in the source table as Spark reads it (None: not found)."""
-    from pyspark.errors import AnalysisException
+def _iceberg_family(field_type: IcebergType | None) -> str | None:
+    """`_family` of a source column's Iceberg type (as Spark reads it)."""
+    if isinstance(field_type, IntegerType | LongType):
+        return "integral"
+    if isinstance(field_type, DecimalType):
+        return "decimal"
+    if isinstance(field_type, StringType):
+        return "string"
+    if isinstance(field_type, DateType):
+        return "date"
+    return None
 
-    try:
-        fields = views.spark.table(source.quoted(catalog)).schema.fields
-    except AnalysisException:  # not a table Spark resolves by that name: no bounds
+
+def _column_type(schema: Schema | None, column: str) -> IcebergType | None:
+    """The type of `column` in a source schema, matched as Spark resolves names (exactly,
+    else case-insensitively when that is unambiguous); None: not found."""
+    if schema is None:
         return None
+    fields = schema.fields
     exact = [f for f in fields if f.name == column]
     folded = [f for f in fields if f.name.lower() == column.lower()]
     found = exact or folded
-    return found[0].dataType if len(found) == 1 or exact else None
+    return found[0].field_type if len(found) == 1 or exact else None
