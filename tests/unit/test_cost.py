@@ -140,3 +140,13 @@ def test_the_arrow_read_counts_hit_files_at_a_share() -> None:
     rewritten = TouchedFiles(added={"new": 4_990}, removed={"old": 5_000}, **size)
     assert arrow_read_rows(rewritten) == 9_990
     assert estimate_cost([], [named], 20_000, arrow=True).change_rows == arrow_read_rows(named)
+
+
+def test_the_arrow_read_of_equality_deletes_is_sparks() -> None:
+    """The Arrow path refuses equality deletes, so `auto` may not keep such a change
+    incremental on the strength of an Arrow read that will not happen."""
+    size = {"old_records": 20_000, "old_data_files": 4}
+    touched = TouchedFiles(
+        position_deletes=(PositionDeletes(30, "a"),), equality_delete_records=(5,), **size
+    )
+    assert arrow_read_rows(touched) == change_read_rows(touched)

@@ -75,7 +75,10 @@ ARROW_SCAN_SHARE = 0.1
 
 def arrow_read_rows(touched: TouchedFiles) -> int:
     """Rows the Arrow change read (refresh/changes/arrow_changes.py) costs, in full-scan
-    rows; the data files deletes hit at most whole, at `ARROW_SCAN_SHARE`."""
+    rows; the data files deletes hit at most whole, at `ARROW_SCAN_SHARE`. The Arrow read
+    refuses equality deletes (Spark reads them): a range with them costs Spark's read."""
+    if touched.equality_delete_records:
+        return change_read_rows(touched)
     moved = touched.added.keys() & touched.removed.keys()
     whole = {p: n for p, n in (*touched.added.items(), *touched.removed.items()) if p not in moved}
     rows = sum(whole.values()) + sum(d.records for d in touched.position_deletes)
