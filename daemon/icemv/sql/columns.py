@@ -18,12 +18,13 @@ from icemv.sql.constructs import NON_DETERMINISTIC
 from icemv.sql.keys import KEY_META
 
 
-def _source_of(table: exp.Table) -> Identifier:
+def source_of(table: exp.Table) -> Identifier:
+    """The source table a (qualified) table occurrence reads."""
     return Identifier((table.db,), table.name)
 
 
 def _occurrences(query: exp.Query, source: Identifier) -> list[exp.Table]:
-    return [t for t in query.find_all(exp.Table) if _source_of(t) == source]
+    return [t for t in query.find_all(exp.Table) if source_of(t) == source]
 
 
 def _resolve(scope: Scope, alias: str) -> exp.Expr | Scope | None:
@@ -61,7 +62,7 @@ def columns_used(query: exp.Query, source: Identifier) -> frozenset[str] | None:
             target = _resolve(scope, column.table)
             if target is None:
                 return None
-            if isinstance(target, exp.Table) and _source_of(target) == source:
+            if isinstance(target, exp.Table) and source_of(target) == source:
                 used.add(column.name)
     return frozenset(used)
 

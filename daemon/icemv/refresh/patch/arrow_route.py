@@ -42,6 +42,7 @@ from icemv.refresh.patch.model import DriverPatch, PatchTarget
 from icemv.refresh.plan import IncrementalPlan
 from icemv.spec.summary import TOTAL_RECORDS, summary_of
 from icemv.sql.analysis import AggregateAnalysis
+from icemv.sql.columns import source_of
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class ArrowRoute:
     source: Table
     delta: ArrowRowsDelta | ArrowAggregateDelta
     dimensions: tuple[Dimension, ...] = ()  # one per JOIN, in order (appends only)
-    max_rows: int = 0  # joined rows the patch may come from (0: no joins to bound)
+    max_rows: int = 0  # joined rows the patch may come from (the route's row limit)
     columns: tuple[str, ...] | None = None  # read for a change with deletes; None: all
 
     def read(self, cache: AppendedRowsCache) -> tuple[pa.Table, int]:
@@ -148,12 +149,12 @@ def _dimensions(plan: IncrementalPlan, changed: Identifier, max_rows: int) -> di
         raise ArrowUnsupportedError("not a single SELECT")
     from_ = query.args.get("from_")
     first = from_.this if from_ is not None else None
-    if not isinstance(first, exp.Table) or _source(plan, first) != changed:
+    if not isinstance(first, exp.Table) or source_of(first) != changed:
         raise ArrowUnsupportedError(f"{changed} is not the FROM table")
     found: dict[str, Dimension] = {}
     for table in joined_tables(query):
-        identifier = _source(plan, table)
-        if identifier is None or identifier == changed:
+        identifier = source_of(table)
+        if identifier not in plan.changes or identifier == changed:
             raise ArrowUnsupportedError(f"JOIN {table.name}: not an unchanged source table")
         if max_rows <= 0:
             raise ArrowUnsupportedError("joins off (refresh.arrow_join_max_rows is 0)")
@@ -177,11 +178,3 @@ def _dimensions(plan: IncrementalPlan, changed: Identifier, max_rows: int) -> di
             loaded, snapshot.snapshot_id if snapshot else None, schema, columns
         )
     return found
-
-
-def _source(plan: IncrementalPlan, table: exp.Table) -> Identifier | None:
-    """The source table a (qualified) table occurrence reads."""
-    for identifier in plan.changes:
-        if identifier.namespace_str == table.db and identifier.name == table.name:
-            return identifier
-    return None
