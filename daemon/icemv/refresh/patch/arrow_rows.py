@@ -31,7 +31,7 @@ from icemv.refresh.changes.arrow_changes import cancel_moved
 from icemv.refresh.commit.driver import conform_to_storage
 from icemv.refresh.patch.arrow_select import ArrowSelect, compile_select
 from icemv.refresh.patch.model import DriverPatch
-from icemv.refresh.patch.row_images import bounds_filter
+from icemv.refresh.patch.row_images import bounds_filter, candidates
 from icemv.sql.analysis import RowsAnalysis
 from icemv.sql.arrow_expr import ArrowExpr
 from icemv.sql.names import WEIGHT
@@ -71,16 +71,24 @@ class ArrowRowsDelta:
         ):
             wanted[row] += count  # identical rows may come apart (not netted: one sign only)
         names = list(self.names)
+        probe = deleted.drop_columns([WEIGHT])
 
         def hit(stored: pa.Table) -> pa.Array:
-            mask = []
-            for row in _exact(stored.select(names)):
-                mask.append(wanted[row] > 0)
+            rows = stored.select(names)
+            # Only rows whose exactly comparable values some deleted row has are compared
+            # as Python tuples: a vectorised membership test per column first.
+            found = candidates(rows, probe)
+            gone = []
+            for position, row in zip(found.to_pylist(), _exact(rows.take(found)), strict=True):
                 if wanted[row] > 0:
                     wanted[row] -= 1
-            return pa.array(mask, pa.bool_())
+                    gone.append(position)
+            every = pc.subtract(
+                pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), len(rows))), 1
+            )
+            return pc.is_in(every, value_set=pa.array(gone, pa.int64()))
 
-        found = stored_rows(storage, snapshot_id, deleted.drop_columns([WEIGHT]), max_rows, hit)
+        found = stored_rows(storage, snapshot_id, probe, max_rows, hit)
         if +wanted:  # a deleted row the storage does not hold: Spark's MERGE decides
             raise ArrowUnsupportedError("a deleted row not found in storage")
         content = pa.concat_tables([*found.survivors, inserted])

@@ -68,10 +68,10 @@ def rewrite_row_images(
         rows = conform_to_storage(reader.to_table([task]), storage)
         # Only rows each of whose exactly comparable values some deleted image has are
         # compared as Python tuples: a vectorised membership test per column first.
-        candidates = _candidates(rows, negatives)
+        found = candidates(rows, negatives)
         gone = []
-        positions = candidates.to_pylist()
-        for position, image in zip(positions, _images(rows.take(candidates)), strict=True):
+        positions = found.to_pylist()
+        for position, image in zip(positions, _images(rows.take(found)), strict=True):
             if doomed[image] > 0:
                 doomed[image] -= 1
                 gone.append(position)
@@ -89,7 +89,7 @@ def rewrite_row_images(
     return RowRewrite(rows, tuple(replaces), inserted.num_rows, deleted)
 
 
-def _candidates(rows: pa.Table, negatives: pa.Table) -> pa.Array:
+def candidates(rows: pa.Table, negatives: pa.Table) -> pa.Array:
     """Positions of the rows that may equal a deleted image: on every column of a type
     whose Arrow equality is Python's (no floating point), a value some image has."""
     mask = None
