@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from icemv.catalog.namespaces import ensure_namespace
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.policy import refresh_mv
@@ -160,6 +161,48 @@ def test_the_row_limit_counts_deleted_rows(lakehouse: Lakehouse, namespace: str)
     small.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
     result = refresh_by(small, mv, "spark")
     assert result.engine_reason is not None and "11 changed rows > 5" in result.engine_reason
+
+
+def _limited(lakehouse: Lakehouse, **limits: int) -> Lakehouse:
+    config = lakehouse.config
+    refresh = config.refresh.model_copy(update=limits)
+    return Lakehouse(config.model_copy(update={"refresh": refresh}))
+
+
+def test_the_row_limit_counts_rows_that_changed(lakehouse: Lakehouse, namespace: str) -> None:
+    """`refresh.arrow_max_rows` bounds the rows that changed, not what the snapshot
+    summaries count: a copy-on-write rewrite's unchanged rows cancel (trimmed in file
+    order), and a merge-on-read delete file that repeats its data file's earlier positions
+    counts only the new ones."""
+    rewritten = _trips(lakehouse, namespace, "copy-on-write")
+    mv = refreshed_mv(lakehouse, namespace, "rewritten", AGGREGATE)
+    rows = refreshed_mv(lakehouse, namespace, "rewritten_rows", FILTER)
+    small = _limited(lakehouse, arrow_max_rows=20)  # 11 + 2 x 4 rows change first
+    small.spark.sql(f"DELETE FROM {rewritten} WHERE id BETWEEN 30 AND 40")  # 200 -> 189 rows
+    small.spark.sql(f"UPDATE {rewritten} SET fare = fare + 1 WHERE id BETWEEN 90 AND 93")
+    for view in (mv, rows):
+        result = refresh_by(small, view, "arrow")  # checks the oracle too
+        assert result.rows_deleted is not None and result.rows_deleted > 0, result
+    small.spark.sql(f"UPDATE {rewritten} SET fare = fare + 1 WHERE id BETWEEN 100 AND 120")
+    result = refresh_by(small, mv, "spark")  # 2 x 20 changed (id 110: NULL fare, as it was)
+    assert "40 changed rows > 20" in (result.engine_reason or ""), result
+
+    other = f"{namespace}_mor"
+    ensure_namespace(lakehouse.catalog, (other,))
+    repeated = _trips(lakehouse, other, "merge-on-read")
+    mv = refreshed_mv(lakehouse, other, "repeated", AGGREGATE)
+    for low in (30, 50, 70):  # each delete file holds the file's earlier positions too
+        small.spark.sql(f"DELETE FROM {repeated} WHERE id BETWEEN {low} AND {low + 9}")
+        refresh_by(small, mv, "arrow")
+
+
+def test_the_read_limit_sends_large_rewrites_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
+    name = _trips(lakehouse, namespace, "copy-on-write")
+    mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
+    small = _limited(lakehouse, arrow_read_max_rows=300)
+    small.spark.sql(f"DELETE FROM {name} WHERE id = 7")  # reads 200 + 199 rows
+    result = refresh_by(small, mv, "spark")
+    assert "refresh.arrow_read_max_rows" in (result.engine_reason or ""), result
 
 
 def test_auto_weighs_the_arrow_read(lakehouse: Lakehouse, namespace: str) -> None:

@@ -17,6 +17,7 @@ from icemv.refresh.cost import (
     PositionDeletes,
     TouchedFiles,
     arrow_read_rows,
+    arrow_scan_rows,
     change_read_rows,
 )
 from icemv.refresh.cost import estimate as estimate_cost
@@ -128,17 +129,20 @@ def test_a_scattered_delete_recomputes(table: Table) -> None:
     assert not cost.incremental(FACTOR)
 
 
-def test_the_arrow_read_counts_hit_files_at_a_share() -> None:
-    """The Arrow path reads the deleted positions' row groups with pyarrow: a hit file
-    counts at ARROW_SCAN_SHARE of its rows; whole rewritten files count whole."""
+def test_the_arrow_read_counts_what_it_scans_at_a_share() -> None:
+    """The Arrow path reads the deleted positions' row groups and whole rewritten files
+    with pyarrow (a rewrite's unchanged rows cancel on the driver): everything it scans
+    counts at ARROW_SCAN_SHARE of a full recompute's row."""
     size = {"old_records": 20_000, "old_data_files": 4}
     named = TouchedFiles(position_deletes=(PositionDeletes(30, "a"),), vectors=1, **size)
-    assert arrow_read_rows(named) == 30 + int(2 * 5_000 * ARROW_SCAN_SHARE)
+    assert arrow_scan_rows(named) == (30, 2 * 5_000)
+    assert arrow_read_rows(named) == int((30 + 2 * 5_000) * ARROW_SCAN_SHARE)
     assert change_read_rows(named) > arrow_read_rows(named)
     unnamed = TouchedFiles(position_deletes=(PositionDeletes(30, None),), **size)
-    assert arrow_read_rows(unnamed) == 30 + int(20_000 * ARROW_SCAN_SHARE)
+    assert arrow_scan_rows(unnamed) == (30, 20_000)
     rewritten = TouchedFiles(added={"new": 4_990}, removed={"old": 5_000}, **size)
-    assert arrow_read_rows(rewritten) == 9_990
+    assert arrow_scan_rows(rewritten) == (9_990, 0)
+    assert arrow_read_rows(rewritten) == int(9_990 * ARROW_SCAN_SHARE)
     assert estimate_cost([], [named], 20_000, arrow=True).change_rows == arrow_read_rows(named)
 
 

@@ -179,6 +179,12 @@ class RefreshConfig(_Section):
     # projection and merged GROUP BY views whose expressions Arrow evaluates as Spark
     # does; README "The Arrow path"); 0: always Spark.
     arrow_max_rows: int = Field(default=100_000, ge=0)
+    # A change with deletes (position deletes, deletion vectors, copy-on-write rewrites)
+    # stays on the Arrow path while the source rows its read scans (whole rewritten files,
+    # the row groups deletes hit; estimated from the manifests) are at most this many;
+    # the rows that changed, after a rewrite's unchanged rows cancel, must still be at
+    # most `arrow_max_rows`.
+    arrow_read_max_rows: int = Field(default=4_000_000, ge=0)
     # Appended rows read for the Arrow path are shared across MVs, per process, up to
     # this many bytes (least recently used first out).
     arrow_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)

@@ -15,9 +15,10 @@ scales its rows before the comparison.
 
 When the Arrow path takes the change (refresh/patch/arrow_route.py decides; the plan asks
 it only when the Spark estimate says full), its read costs less (`arrow_read_rows`): the
-deleted positions, the whole files added and removed, and of each data file the deletes
-hit only the row groups holding them, read by pyarrow on the driver, counted at
-`ARROW_SCAN_SHARE` of a row a full recompute scans.
+deleted positions, the whole files added and removed (a rewrite's unchanged rows cancel
+on the driver), and of each data file the deletes hit only the row groups holding them,
+read by pyarrow on the driver, counted at `ARROW_SCAN_SHARE` of a row a full recompute
+scans.
 """
 
 from __future__ import annotations
@@ -73,12 +74,11 @@ def change_read_rows(touched: TouchedFiles) -> int:
 ARROW_SCAN_SHARE = 0.1
 
 
-def arrow_read_rows(touched: TouchedFiles) -> int:
-    """Rows the Arrow change read (refresh/changes/arrow_changes.py) costs, in full-scan
-    rows; the data files deletes hit at most whole, at `ARROW_SCAN_SHARE`. The Arrow read
-    refuses equality deletes (Spark reads them): a range with them costs Spark's read."""
-    if touched.equality_delete_records:
-        return change_read_rows(touched)
+def arrow_scan_rows(touched: TouchedFiles) -> tuple[int, int]:
+    """What the Arrow change read scans of a range without equality deletes: the rows of
+    the whole data files added and removed plus the positions deletes name, and the rows
+    of the data files deletes hit (at most those files whole: only their row groups
+    holding the positions are read)."""
     moved = touched.added.keys() & touched.removed.keys()
     whole = {p: n for p, n in (*touched.added.items(), *touched.removed.items()) if p not in moved}
     rows = sum(whole.values()) + sum(d.records for d in touched.position_deletes)
@@ -88,7 +88,18 @@ def arrow_read_rows(touched: TouchedFiles) -> int:
     else:
         named = {d.target for d in touched.position_deletes} - whole.keys()
         hit = (len(named) + touched.vectors) * mean_file
-    return rows + int(min(hit, touched.old_records) * ARROW_SCAN_SHARE)
+    return rows, int(min(hit, touched.old_records))
+
+
+def arrow_read_rows(touched: TouchedFiles) -> int:
+    """Rows the Arrow change read (refresh/changes/arrow_changes.py) costs, in full-scan
+    rows: what it scans (`arrow_scan_rows`) at `ARROW_SCAN_SHARE`, the positions deletes
+    name whole. The Arrow read refuses equality deletes (Spark reads them): a range with
+    them costs Spark's read."""
+    if touched.equality_delete_records:
+        return change_read_rows(touched)
+    rows, hit = arrow_scan_rows(touched)
+    return int((rows + hit) * ARROW_SCAN_SHARE)
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,7 @@ def _route(plan: IncrementalPlan, lakehouse: Lakehouse) -> ArrowRoute | str:
         settings.arrow_max_rows,
         settings.driver_commit_max_rows,
         settings.arrow_join_max_rows,
+        settings.arrow_read_max_rows,
     )
 
 

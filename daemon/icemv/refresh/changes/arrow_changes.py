@@ -6,21 +6,28 @@ by the snapshots' manifests, only the columns the view needs:
   +1  rows of data files added in the range, read at the new snapshot (its deletes applied:
       rows appended and deleted within the range never appear);
   -1  rows of data files removed in the range, read at the old snapshot (its deletes
-      applied): a copy-on-write rewrite's whole file, diffed against the added one below;
+      applied): a copy-on-write rewrite's whole file. Each removed file is paired with
+      the added file of its partition the rewrite made of it, and the rows the two share
+      at the same place from either end are dropped (`rewrites`, `trim_common`): a
+      rewrite keeps the order of the rows it keeps, so a clustered delete or update
+      leaves only its own rows, compared on the projected columns, block by block;
   -1  rows of a data file live at both ends at the positions deleted at the new snapshot
       and not at the old one (position delete files and deletion vectors of both ends
       for that file, so a position deleted before the range never counts twice): only the
       Parquet row groups holding those positions are read (`row_groups_for`).
 Rows that appear once with each sign identically on the projected columns (a rewrite's
-moved rows, an update that left a row as it was) cancel before the delta sees them
-(`cancel_moved`). Equality deletes, positions un-deleted within the range and data files
+moved rows the trim left, an update that left a row as it was) cancel before the delta
+sees them (`cancel_moved`). Whole files are read a few at a time (pyarrow decodes
+without the GIL). The route bounds the rows read (refresh.arrow_read_max_rows, from the
+manifests, before reading) and the rows left (refresh.arrow_max_rows, after). Equality deletes, positions un-deleted within the range and data files
 without the needed columns' field ids raise ArrowUnsupportedError: Spark reads those.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -43,6 +50,7 @@ from icemv.refresh.changes.manifests import range_entries
 from icemv.sql.names import WEIGHT
 
 _FIELD_ID = b"PARQUET:field_id"
+_READERS = 4  # whole data files read at once
 
 
 @dataclass(frozen=True)
@@ -93,12 +101,19 @@ def changed_rows(table: Table, change: SourceChange, columns: Sequence[str] | No
     reader = _DeleteReader(table.io)
     parts: list[pa.Table] = []
     read = 0
-    for files, tasks, weight in ((added, new, 1), (removed, old, -1)):
-        chosen = [tasks[p] for p in sorted(files) if p in tasks]
-        if chosen:
-            rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(chosen)
-            parts.append(_weighted(_conform(rows, target), weight))
-            read += sum(t.file.record_count for t in chosen)
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    chosen = {
+        weight: [tasks[p] for p in sorted(files) if p in tasks]
+        for files, tasks, weight in ((added, new, 1), (removed, old, -1))
+    }
+    every = [*chosen[1], *chosen[-1]]
+    read += sum(t.file.record_count for t in every)
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:  # pyarrow decodes without the GIL
+        tables = iter(list(pool.map(lambda t: _conform(scan.to_table([t]), target), every)))
+    whole = {weight: [(t, next(tables)) for t in tasks] for weight, tasks in chosen.items()}
+    for gone, came in rewrites(whole[-1], whole[1]):
+        parts.append(_weighted(gone, -1))
+        parts.append(_weighted(came, 1))
     for path in sorted(reader.targets(found.deletes) - added - removed - moved):
         if path not in old or path not in new:
             continue  # not live at one end: its rows are read whole above, or never were
@@ -116,6 +131,106 @@ def changed_rows(table: Table, change: SourceChange, columns: Sequence[str] | No
         return ChangedRows(weighted.empty_table(), read)
     rows = pa.concat_tables(parts)
     return ChangedRows(cancel_moved(rows), read)
+
+
+def rewrites(
+    removed: Sequence[tuple[FileScanTask, pa.Table]], added: Sequence[tuple[FileScanTask, pa.Table]]
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """Removed and added files' rows, each removed file paired with an added one of its
+    partition that a copy-on-write rewrite made of it (same first or last row), and the
+    pair's common leading and trailing rows dropped (`trim_common`): a rewrite keeps the
+    order of the rows it keeps, so what is left is the rows it deleted or changed. Any
+    pairing is correct (an identical row at both ends nets to nothing); a good one is
+    cheap. Unpaired files come whole."""
+    unpaired = list(added)
+    for task, gone in removed:
+        match = next(
+            (
+                i
+                for i, (other, came) in enumerate(unpaired)
+                if other.file.spec_id == task.file.spec_id
+                and other.file.partition == task.file.partition
+                and _same_end(gone, came)
+            ),
+            None,
+        )
+        if match is None:
+            yield gone, gone.slice(0, 0)
+            continue
+        _, came = unpaired.pop(match)
+        yield trim_common(gone, came)
+    for _, came in unpaired:
+        yield came.slice(0, 0), came
+
+
+def _same_end(one: pa.Table, other: pa.Table) -> bool:
+    if not one.num_rows or not other.num_rows:
+        return False
+    first = _equal_rows(one.slice(0, 1), other.slice(0, 1))
+    last = _equal_rows(one.slice(one.num_rows - 1), other.slice(other.num_rows - 1))
+    return bool(first is not None and last is not None and (first[0].as_py() or last[0].as_py()))
+
+
+def trim_common(old: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """`old` and `new` without the rows they share at the same place from the start and
+    from the end (identical on every column, floats by their bits); as they are where
+    some column cannot be compared so."""
+    shared = min(old.num_rows, new.num_rows)
+    lead = _common_run(old, new, 0, shared, from_end=False)
+    if lead is None:
+        return old, new
+    trail = _common_run(old, new, lead, shared, from_end=True) or 0
+    return (
+        old.slice(lead, old.num_rows - lead - trail),
+        new.slice(lead, new.num_rows - lead - trail),
+    )
+
+
+_FIRST_BLOCK = 8192  # rows compared at once, doubling while they all match
+
+
+def _common_run(
+    old: pa.Table, new: pa.Table, start: int, shared: int, from_end: bool
+) -> int | None:
+    """How many rows `old` and `new` share at the same place, from the start (skipping
+    none) or from the end (leaving the first `start` rows alone), compared block by
+    block so that a change near one end stops the comparison early; None where a column
+    cannot be compared."""
+    limit = shared - start
+    done, block = 0, _FIRST_BLOCK
+    while done < limit:
+        size = min(block, limit - done)
+        if from_end:
+            one = old.slice(old.num_rows - done - size, size)
+            other = new.slice(new.num_rows - done - size, size)
+        else:
+            one, other = old.slice(done, size), new.slice(done, size)
+        equal = _equal_rows(one, other)
+        if equal is None:
+            return None
+        differ = pc.indices_nonzero(pc.invert(equal))
+        if len(differ):
+            at = int(differ[-1].as_py() if from_end else differ[0].as_py())
+            return done + (size - 1 - at if from_end else at)
+        done += size
+        block *= 2
+    return done
+
+
+def _equal_rows(one: pa.Table, other: pa.Table) -> pa.Array | None:
+    """Per row, whether `one` and `other` (as many rows) are identical on every column
+    (NULL equals NULL); None where a column cannot be compared by its bits."""
+    equal: pa.Array | None = None
+    for name in one.column_names:
+        left, right = _group_key(one.column(name)), _group_key(other.column(name))
+        if left is None or right is None:
+            return None
+        same = pc.equal(left, right)
+        if left.null_count or right.null_count:
+            both_null = pc.and_(pc.is_null(left), pc.is_null(right))
+            same = pc.or_(pc.fill_null(same, False), both_null)
+        equal = same if equal is None else pc.and_(equal, same)
+    return equal if equal is not None else pa.repeat(pa.scalar(True), one.num_rows)
 
 
 def _range_files(table: Table, change: SourceChange) -> _Range:

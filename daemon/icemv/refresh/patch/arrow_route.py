@@ -5,8 +5,10 @@ projection view (the appended rows, filtered and projected) and for a GROUP BY v
 merged by its rules (COUNT, SUM, MIN, MAX, AVG with state), over the changed source alone
 or joined with tables that did not change (INNER, or LEFT with the changed source
 preserved: the delta is `dsource JOIN t`, arrow_select.py); deletes and updates
-(position deletes, deletion vectors, copy-on-write rewrites of small files: signed change
-rows, refresh/changes/arrow_changes.py) of a source read alone, for a GROUP BY view merged
+(position deletes, deletion vectors, copy-on-write rewrites: signed change rows,
+refresh/changes/arrow_changes.py; while the read scans at most
+`refresh.arrow_read_max_rows` rows, estimated from the manifests, and at most
+`refresh.arrow_max_rows` rows changed, counted once read) of a source read alone, for a GROUP BY view merged
 by its rules under deletes (COUNT, SUM, AVG with state), and for a filter / projection
 view (its deleted rows removed from the storage files holding them). Each joined table is
 read whole with pyiceberg at its pinned snapshot (the same rows as the recorded one: it
@@ -35,6 +37,8 @@ from icemv.refresh.changes.arrow_reads import (
     table_rows,
 )
 from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.changes.manifests import touched_files
+from icemv.refresh.cost import arrow_scan_rows
 from icemv.refresh.patch.arrow_aggregates import ArrowAggregateDelta, compile_aggregate_delta
 from icemv.refresh.patch.arrow_rows import ArrowRowsDelta, compile_rows_delta
 from icemv.refresh.patch.arrow_select import joined_tables, referenced_columns
@@ -73,6 +77,11 @@ class ArrowRoute:
         signed rows (a `WEIGHT` column) of a range with deletes."""
         if self.change.kind != "append-only":
             changed = changed_rows(self.source, self.change, self.columns)
+            if changed.rows.num_rows > self.max_rows:  # after a rewrite's moved rows cancel
+                raise ArrowUnsupportedError(
+                    f"{changed.rows.num_rows} changed rows > {self.max_rows} "
+                    "(refresh.arrow_max_rows, driver_commit_max_rows)"
+                )
             return changed.rows, changed.rows_read
         appended = appended_rows(self.source, self.change, cache)
         if not self.dimensions:
@@ -88,7 +97,11 @@ class ArrowRoute:
 
 
 def arrow_route(
-    plan: IncrementalPlan, max_rows: int, driver_max_rows: int, join_max_rows: int = 0
+    plan: IncrementalPlan,
+    max_rows: int,
+    driver_max_rows: int,
+    join_max_rows: int = 0,
+    read_max_rows: int = 0,
 ) -> ArrowRoute | str:
     """The Arrow route of this refresh's delta, or why Spark computes it."""
     if max_rows <= 0 or driver_max_rows <= 0:
@@ -97,7 +110,7 @@ def arrow_route(
         return "more than one source table changed"
     ((identifier, change),) = plan.moved.items()
     limit = min(max_rows, driver_max_rows)  # the patch is committed from the driver too
-    if change.changed_records > limit:
+    if change.kind == "append-only" and change.changed_records > limit:
         return (
             f"{change.changed_records} changed rows > {limit} "
             "(refresh.arrow_max_rows, driver_commit_max_rows)"
@@ -106,6 +119,10 @@ def arrow_route(
         return "a keyed delta"
     base = plan.base
     source = base.reads.load_table(identifier)
+    if change.kind != "append-only":  # the rows that changed are known once read
+        scanned = _scan_refusal(source, change, read_max_rows)
+        if scanned is not None:
+            return scanned
     source_schema = read_schema(source, change).as_arrow()
     storage_schema = base.storage.schema().as_arrow()
     analysis = plan.analysis
@@ -178,3 +195,18 @@ def _dimensions(plan: IncrementalPlan, changed: Identifier, max_rows: int) -> di
             loaded, snapshot.snapshot_id if snapshot else None, schema, columns
         )
     return found
+
+
+def _scan_refusal(source: Table, change: SourceChange, read_max_rows: int) -> str | None:
+    """Why the Arrow read of a range with deletes would scan too much (its estimate from
+    the range's manifests), or None."""
+    touched = touched_files(source, change)
+    if touched.equality_delete_records:
+        return f"{change.identifier}: an equality delete"
+    rows, hit = arrow_scan_rows(touched)
+    if rows + hit > read_max_rows:
+        return (
+            f"the change read scans ~{rows + hit} rows > {read_max_rows} "
+            "(refresh.arrow_read_max_rows)"
+        )
+    return None
