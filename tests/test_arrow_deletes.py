@@ -205,6 +205,22 @@ def test_the_read_limit_sends_large_rewrites_to_spark(lakehouse: Lakehouse, name
     assert "refresh.arrow_read_max_rows" in (result.engine_reason or ""), result
 
 
+def test_auto_recomputes_when_the_arrow_path_refuses_once_reading(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """`auto` kept the refresh incremental only for the Arrow read (Spark's change read of
+    the rewritten file costs more than a full recompute): when the Arrow path then refuses
+    (more rows changed than its limit), the refresh recomputes fully, not by Spark's
+    dearer change read."""
+    name = _trips(lakehouse, namespace, "copy-on-write")
+    mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE, "auto")
+    small = _limited(lakehouse, arrow_max_rows=5)
+    small.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")  # 11 rows
+    result = refresh_mv(small, mv)
+    assert (result.mode, result.reason) == ("full", "delta-too-large"), result
+    assert_matches_oracle(small, mv)
+
+
 def test_auto_weighs_the_arrow_read(lakehouse: Lakehouse, namespace: str) -> None:
     """A 10-row delete from the one 200-row file: Spark's change read (the whole file) is
     dearer than a full recompute, the Arrow path's (the row groups holding the positions)

@@ -2,14 +2,15 @@
 
 For each base size and write mode (`--write-mode`, comma-separated: merge-on-read position
 deletes, the default, and/or copy-on-write file rewrites): one base table written in id
-order, 1M rows per data file (so a delete or update of an id range touches one file; the
-scattered delete hits one row in a thousand, every file), MVs of several shapes (filter,
-GROUP BY aggregates, inner and left join + aggregate, a ROW_NUMBER() = 1 dedup), then per
-delta, `--runs` times (each run a different id range): apply it, refresh every MV (timed;
-incrementally unless `--policy auto` chooses otherwise), then recompute every MV fully
-(timed). Prints each run with the refresh's phases, then a table of medians (with the
-median phases and the engine, Arrow or Spark), writes JSON and, with `--chart`, an SVG of
-incremental and full time against base rows per write mode and delta (tests/benchmarks/chart.py).
+order, 1M rows per data file (`--file-rows`; so a delete or update of an id range touches
+one file; the scattered delete hits one row in a thousand, every file), MVs of several
+shapes (filter, GROUP BY aggregates, inner and left join + aggregate, a ROW_NUMBER() = 1
+dedup), then per delta, `--runs` times (each run a different id range): apply it, refresh
+every MV (timed; incrementally unless `--policy auto` chooses otherwise), then recompute
+every MV fully (timed). Prints each run with the refresh's phases, then a table of medians
+(with the median phases and the engine, Arrow or Spark), writes JSON and, with `--chart`, an
+SVG of incremental and full time against base rows per write mode and delta
+(tests/benchmarks/chart.py).
 
     python -m tests.benchmarks.bench_refresh --rows 1000000,10000000 --out bench.json
     python -m tests.benchmarks.bench_refresh --rows 1000000 --write-mode copy-on-write \
@@ -79,6 +80,7 @@ DELTAS = [
     ("append 0.1%", "append", 0.001),
     ("append 1%", "append", 0.01),
     ("append 10%", "append", 0.1),
+    ("delete 0.05%", "delete", 0.0005),
     ("delete 0.1%", "delete", 0.001),
     ("scattered delete 0.1%", "scattered", 0.001),
     ("update 0.1%", "update", 0.001),
@@ -107,12 +109,21 @@ def _lakehouse(catalog: dict[str, str], workdir: Path) -> Lakehouse:
     return Lakehouse(config)
 
 
+FILE_ROWS = 1_000_000
+
+
 def _write_rows(
-    lakehouse: Lakehouse, table: str, start: int, count: int, write_mode: str | None
+    lakehouse: Lakehouse,
+    table: str,
+    start: int,
+    count: int,
+    write_mode: str | None,
+    file_rows: int = FILE_ROWS,
 ) -> None:
-    """Append rows; `write_mode` given: create the table with that delete/update mode."""
+    """Append rows, `file_rows` per data file; `write_mode` given: create the table with
+    that delete/update mode."""
     spark = lakehouse.spark
-    partitions = max(1, count // 1_000_000)
+    partitions = max(1, count // file_rows)
     df = spark.range(start, start + count, numPartitions=partitions).selectExpr(*ROW_EXPR)
     writer = df.writeTo(table)
     if write_mode is not None:
@@ -140,15 +151,20 @@ def run_scale(
     policy: str = "incremental",
     runs: int = 3,
     show_jobs: bool = False,
+    file_rows: int = FILE_ROWS,
 ) -> list[dict[str, Any]]:
     namespace = f"bench_{uuid.uuid4().hex[:6]}"
     ensure_namespace(lakehouse.catalog, (namespace,))
     base = lakehouse.quoted(Identifier((namespace,), "base"))
     zones = lakehouse.quoted(Identifier((namespace,), "zones"))
     started = time.time()
-    _write_rows(lakehouse, base, 0, rows, write_mode)
+    _write_rows(lakehouse, base, 0, rows, write_mode, file_rows)
     write_zones(lakehouse, zones)
-    print(f"\n[{rows:,} rows] base written in {time.time() - started:.1f} s", flush=True)
+    files = max(1, rows // file_rows)
+    print(
+        f"\n[{rows:,} rows in {files} files] base written in {time.time() - started:.1f} s",
+        flush=True,
+    )
     mvs = {}
     for shape in shapes:
         sql = SHAPES[shape]
@@ -384,6 +400,9 @@ def main() -> None:
         help="comma-separated: merge-on-read, copy-on-write (each a base table of its own)",
     )
     parser.add_argument(
+        "--file-rows", type=int, default=FILE_ROWS, help="rows per data file of the base"
+    )
+    parser.add_argument(
         "--runs", type=int, default=3, help="apply each delta this many times; print medians"
     )
     parser.add_argument(
@@ -413,6 +432,8 @@ def main() -> None:
         parser.error(f"unknown shapes, deltas or write modes: {', '.join(unknown)}")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.file_rows < 1:
+        parser.error("--file-rows must be at least 1")
     workdir = Path(tempfile.mkdtemp(prefix="icemv-bench-"))
     kind = os.environ.get("BENCH_CATALOG", "jdbc")
     with contextlib.ExitStack() as cleanup:
@@ -425,7 +446,7 @@ def main() -> None:
         for rows in (int(r) for r in args.rows.split(",")):
             for write_mode in write_modes:
                 results += [
-                    {**row, "catalog": kind, "policy": args.policy}
+                    {**row, "catalog": kind, "policy": args.policy, "file_rows": args.file_rows}
                     for row in run_scale(
                         lakehouse,
                         rows,
@@ -435,6 +456,7 @@ def main() -> None:
                         args.policy,
                         args.runs,
                         args.jobs,
+                        args.file_rows,
                     )
                 ]
         from icemv.engine.spark import stop_spark

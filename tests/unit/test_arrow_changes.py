@@ -3,15 +3,11 @@ which row groups hold deleted positions, and cancelling a rewrite's moved rows."
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pyarrow as pa
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from icemv.errors import ArrowUnsupportedError
-from icemv.refresh.changes.arrow_changes import cancel_moved, row_groups_for, trim_common
+from icemv.refresh.changes.arrow_changes import cancel_moved, row_groups_for
 from icemv.sql.names import WEIGHT
 
 
@@ -58,61 +54,3 @@ def test_moved_rows_cancel_on_every_column() -> None:
 def test_one_signed_rows_are_kept_as_they_are() -> None:
     rows = _weighted([(1, 2.0, 1), (1, 2.0, 1)])
     assert cancel_moved(rows) is rows
-
-
-def _rows(ids: list[int | None], fares: list[float | None] | None = None) -> pa.Table:
-    fares = fares if fares is not None else [float(i or 0) for i in ids]
-    return pa.table({"id": pa.array(ids, pa.int64()), "fare": pa.array(fares, pa.float64())})
-
-
-def test_a_rewrite_keeps_only_the_rows_it_deleted_or_changed() -> None:
-    old = _rows(list(range(10)))
-    deleted = _rows([0, 1, 2, 6, 7, 8, 9])  # 3, 4, 5 deleted
-    gone, came = trim_common(old, deleted)
-    assert gone.column("id").to_pylist() == [3, 4, 5] and came.num_rows == 0
-    updated = _rows(list(range(10)), [0, 1, 2, 30, 4, 50, 6, 7, 8, 9])
-    gone, came = trim_common(old, updated)
-    assert gone.column("id").to_pylist() == [3, 4, 5]
-    assert came.column("fare").to_pylist() == [30.0, 4.0, 50.0]
-    assert trim_common(old, old)[0].num_rows == 0
-    gone, came = trim_common(old, _rows([0, 1]))  # a prefix: the rest deleted
-    assert gone.column("id").to_pylist() == list(range(2, 10)) and came.num_rows == 0
-
-
-def test_trimming_compares_nulls_as_equal_and_floats_by_their_bits() -> None:
-    old = _rows([None, 1, 2, None], [None, 0.0, 1.0, None])
-    gone, came = trim_common(old, _rows([None, 1, 2, None], [None, -0.0, 1.0, None]))
-    assert gone.column("fare").to_pylist() == [0.0] and came.column("fare").to_pylist() == [-0.0]
-    assert str(came.column("fare")[0]) == "-0.0"
-
-
-def test_a_column_that_cannot_be_compared_trims_nothing() -> None:
-    nested = pa.table({"xs": pa.array([[1], [2]], pa.list_(pa.int64()))})
-    assert trim_common(nested, nested) == (nested, nested)
-
-
-@given(
-    st.lists(st.integers(0, 3), max_size=12),
-    st.lists(st.integers(0, 3), max_size=12),
-)
-def test_trimming_keeps_the_net_difference(old_ids: list[int], new_ids: list[int]) -> None:
-    """Whatever the two files hold, the rows trimmed are the same on both sides: the
-    multiset difference (removed minus added) is unchanged."""
-    old, new = _rows(list(old_ids)), _rows(list(new_ids))
-    gone, came = trim_common(old, new)
-    net = Counter(old.column("id").to_pylist())
-    net.subtract(new.column("id").to_pylist())
-    trimmed = Counter(gone.column("id").to_pylist())
-    trimmed.subtract(came.column("id").to_pylist())
-    assert +net == +trimmed and -net == -trimmed
-    assert old.num_rows - gone.num_rows == new.num_rows - came.num_rows
-
-
-def test_trimming_crosses_blocks() -> None:
-    """Files longer than one comparison block: the change is found wherever it lies."""
-    size = 50_000
-    old = _rows(list(range(size)))
-    for at in (0, 9_000, 30_000, size - 1):
-        kept = [i for i in range(size) if i != at]
-        gone, came = trim_common(old, _rows(kept))
-        assert gone.column("id").to_pylist() == [at] and came.num_rows == 0

@@ -11,8 +11,11 @@ One decision, at plan time (`arrow_route`): a small change to the one changed so
 filter or merged GROUP BY view (appends, deletes, updates; an append also when that source
 is joined with small unchanged tables) is computed in Arrow on the driver, no Spark job;
 anything else
-(or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by Spark. The
-result says which engine computed the delta and, for Spark, why not Arrow.
+(or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by Spark, except
+when policy `auto` kept the refresh incremental only for the Arrow path's cheaper read
+(`plan.arrow_only`): then a refusal is FullRefreshRequiredError (`delta-too-large`), the
+full recompute being cheaper than Spark's change read. The result says which engine
+computed the delta and, for Spark, why not Arrow.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import structlog
 
-from icemv.errors import ArrowUnsupportedError
+from icemv.errors import ArrowUnsupportedError, FullRefreshRequiredError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_reads import AppendedRowsCache, read_schema, shared_cache
@@ -93,6 +96,11 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
                 if isinstance(route, ArrowRoute):
                     cache = shared_cache(settings.arrow_cache_bytes)
                     patch, scanned, route = _arrow_patch(route, target, cache, phases)
+                if patch is None and plan.arrow_only is not None:
+                    raise FullRefreshRequiredError(
+                        RefreshReason.DELTA_TOO_LARGE,
+                        f"{plan.arrow_only}; the Arrow path refused: {route}",
+                    )
                 if patch is None:
                     # Top-level columns only (`column_names` also names an array's elements).
                     outputs = [f.name for f in storage.schema().fields]

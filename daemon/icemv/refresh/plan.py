@@ -125,6 +125,9 @@ class IncrementalPlan:
     planned_from: Snapshot
     changes: Mapping[Identifier, SourceChange]  # every source table
     moved: Mapping[Identifier, SourceChange]  # those with a logical change
+    # Policy auto kept it incremental only for the Arrow path's cheaper read: why Spark's
+    # would not be (should the Arrow path refuse once reading, a full recompute is cheaper).
+    arrow_only: str | None = None
 
     @property
     def keyed(self) -> bool:
@@ -215,7 +218,7 @@ def plan_incremental(
             if arrow_takes is not None and any(c.kind != "append-only" for c in moved.values()):
                 arrow = estimate_cost(base, moved, arrow=True)
                 if arrow.incremental(cost_factor) and arrow_takes(plan):
-                    return plan
+                    return replace(plan, arrow_only=detail)
                 detail += f"; by the Arrow path {arrow.describe(cost_factor)}"
             raise FullRefreshRequiredError(RefreshReason.DELTA_TOO_LARGE, detail)
     return plan

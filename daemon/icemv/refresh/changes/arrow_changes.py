@@ -8,25 +8,26 @@ by the snapshots' manifests, only the columns the view needs:
   -1  rows of data files removed in the range, read at the old snapshot (its deletes
       applied): a copy-on-write rewrite's whole file. Each removed file is paired with
       the added file of its partition the rewrite made of it, and the rows the two share
-      at the same place from either end are dropped (`rewrites`, `trim_common`): a
-      rewrite keeps the order of the rows it keeps, so a clustered delete or update
-      leaves only its own rows, compared on the projected columns, block by block;
+      in order are dropped (rewrite_diff.py): a rewrite keeps the order of the rows it
+      keeps, so what is left is the rows it deleted, updated or inserted;
   -1  rows of a data file live at both ends at the positions deleted at the new snapshot
       and not at the old one (position delete files and deletion vectors of both ends
       for that file, so a position deleted before the range never counts twice): only the
       Parquet row groups holding those positions are read (`row_groups_for`).
 Rows that appear once with each sign identically on the projected columns (a rewrite's
-moved rows the trim left, an update that left a row as it was) cancel before the delta
+moved rows the diff left, an update that left a row as it was) cancel before the delta
 sees them (`cancel_moved`). Whole files are read a few at a time (pyarrow decodes
 without the GIL). The route bounds the rows read (refresh.arrow_read_max_rows, from the
-manifests, before reading) and the rows left (refresh.arrow_max_rows, after). Equality deletes, positions un-deleted within the range and data files
-without the needed columns' field ids raise ArrowUnsupportedError: Spark reads those.
+manifests, before reading) and the rows left (`max_rows`: refresh.arrow_max_rows, after
+the rewrites are diffed, before the rest is netted). Equality deletes, positions
+un-deleted within the range and data files without the needed columns' field ids raise
+ArrowUnsupportedError: Spark reads those.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -47,6 +48,7 @@ from icemv.errors import ArrowUnsupportedError
 from icemv.refresh.changes.arrow_reads import read_schema
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.manifests import range_entries
+from icemv.refresh.changes.rewrite_diff import bit_key, rewrites
 from icemv.sql.names import WEIGHT
 
 _FIELD_ID = b"PARQUET:field_id"
@@ -87,8 +89,11 @@ def row_groups_for(
     return groups, offsets
 
 
-def changed_rows(table: Table, change: SourceChange, columns: Sequence[str] | None) -> ChangedRows:
-    """The range's weighted rows of `columns` (None: all), under its pinned schema."""
+def changed_rows(
+    table: Table, change: SourceChange, columns: Sequence[str] | None, max_rows: int
+) -> ChangedRows:
+    """The range's weighted rows of `columns` (None: all), under its pinned schema;
+    ArrowUnsupportedError past `max_rows` of them."""
     schema = read_schema(table, change)
     if columns is not None:  # at least one column: the rows are counted by it
         schema = schema.select(*(columns or (schema.fields[0].name,)))
@@ -130,107 +135,12 @@ def changed_rows(table: Table, change: SourceChange, columns: Sequence[str] | No
     if not parts:
         return ChangedRows(weighted.empty_table(), read)
     rows = pa.concat_tables(parts)
-    return ChangedRows(cancel_moved(rows), read)
-
-
-def rewrites(
-    removed: Sequence[tuple[FileScanTask, pa.Table]], added: Sequence[tuple[FileScanTask, pa.Table]]
-) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """Removed and added files' rows, each removed file paired with an added one of its
-    partition that a copy-on-write rewrite made of it (same first or last row), and the
-    pair's common leading and trailing rows dropped (`trim_common`): a rewrite keeps the
-    order of the rows it keeps, so what is left is the rows it deleted or changed. Any
-    pairing is correct (an identical row at both ends nets to nothing); a good one is
-    cheap. Unpaired files come whole."""
-    unpaired = list(added)
-    for task, gone in removed:
-        match = next(
-            (
-                i
-                for i, (other, came) in enumerate(unpaired)
-                if other.file.spec_id == task.file.spec_id
-                and other.file.partition == task.file.partition
-                and _same_end(gone, came)
-            ),
-            None,
+    if rows.num_rows > max_rows:
+        raise ArrowUnsupportedError(
+            f"{rows.num_rows} changed rows > {max_rows} (refresh.arrow_max_rows, "
+            "driver_commit_max_rows)"
         )
-        if match is None:
-            yield gone, gone.slice(0, 0)
-            continue
-        _, came = unpaired.pop(match)
-        yield trim_common(gone, came)
-    for _, came in unpaired:
-        yield came.slice(0, 0), came
-
-
-def _same_end(one: pa.Table, other: pa.Table) -> bool:
-    if not one.num_rows or not other.num_rows:
-        return False
-    first = _equal_rows(one.slice(0, 1), other.slice(0, 1))
-    last = _equal_rows(one.slice(one.num_rows - 1), other.slice(other.num_rows - 1))
-    return bool(first is not None and last is not None and (first[0].as_py() or last[0].as_py()))
-
-
-def trim_common(old: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """`old` and `new` without the rows they share at the same place from the start and
-    from the end (identical on every column, floats by their bits); as they are where
-    some column cannot be compared so."""
-    shared = min(old.num_rows, new.num_rows)
-    lead = _common_run(old, new, 0, shared, from_end=False)
-    if lead is None:
-        return old, new
-    trail = _common_run(old, new, lead, shared, from_end=True) or 0
-    return (
-        old.slice(lead, old.num_rows - lead - trail),
-        new.slice(lead, new.num_rows - lead - trail),
-    )
-
-
-_FIRST_BLOCK = 8192  # rows compared at once, doubling while they all match
-
-
-def _common_run(
-    old: pa.Table, new: pa.Table, start: int, shared: int, from_end: bool
-) -> int | None:
-    """How many rows `old` and `new` share at the same place, from the start (skipping
-    none) or from the end (leaving the first `start` rows alone), compared block by
-    block so that a change near one end stops the comparison early; None where a column
-    cannot be compared."""
-    limit = shared - start
-    done, block = 0, _FIRST_BLOCK
-    while done < limit:
-        size = min(block, limit - done)
-        if from_end:
-            one = old.slice(old.num_rows - done - size, size)
-            other = new.slice(new.num_rows - done - size, size)
-        else:
-            one, other = old.slice(done, size), new.slice(done, size)
-        equal = _equal_rows(one, other)
-        if equal is None:
-            return None
-        differ = pc.indices_nonzero(pc.invert(equal))
-        if len(differ):
-            at = int(differ[-1].as_py() if from_end else differ[0].as_py())
-            return done + (size - 1 - at if from_end else at)
-        done += size
-        block *= 2
-    return done
-
-
-def _equal_rows(one: pa.Table, other: pa.Table) -> pa.Array | None:
-    """Per row, whether `one` and `other` (as many rows) are identical on every column
-    (NULL equals NULL); None where a column cannot be compared by its bits."""
-    equal: pa.Array | None = None
-    for name in one.column_names:
-        left, right = _group_key(one.column(name)), _group_key(other.column(name))
-        if left is None or right is None:
-            return None
-        same = pc.equal(left, right)
-        if left.null_count or right.null_count:
-            both_null = pc.and_(pc.is_null(left), pc.is_null(right))
-            same = pc.or_(pc.fill_null(same, False), both_null)
-        equal = same if equal is None else pc.and_(equal, same)
-    return equal if equal is not None else pa.repeat(pa.scalar(True), one.num_rows)
+    return ChangedRows(cancel_moved(rows), read)
 
 
 def _range_files(table: Table, change: SourceChange) -> _Range:
@@ -348,20 +258,6 @@ def _weighted(rows: pa.Table, weight: int) -> pa.Table:
     return rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), column)
 
 
-def _group_key(column: pa.ChunkedArray) -> pa.Array | None:
-    """A column as a hash-group key that keeps apart exactly what differs: floats by their
-    bits (-0.0 is not 0.0); None where Arrow cannot group the type."""
-    array = column.combine_chunks()
-    kind = array.type
-    if pa.types.is_float64(kind):
-        return array.view(pa.int64())
-    if pa.types.is_float32(kind):
-        return array.view(pa.int32())
-    if pa.types.is_nested(kind) or pa.types.is_float16(kind) or pa.types.is_dictionary(kind):
-        return None
-    return array
-
-
 def cancel_moved(rows: pa.Table) -> pa.Table:
     """Rows identical on every column summed by weight, zero sums dropped (a rewrite's
     moved rows); as is where some column cannot be grouped, or no row is negative."""
@@ -370,7 +266,7 @@ def cancel_moved(rows: pa.Table) -> pa.Table:
         return rows
     keys: dict[str, pa.Array] = {}
     for index, name in enumerate(n for n in rows.column_names if n != WEIGHT):
-        key = _group_key(rows.column(name))
+        key = bit_key(rows.column(name))
         if key is None:
             return rows
         keys[f"k{index}"] = key

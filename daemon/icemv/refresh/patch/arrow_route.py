@@ -1,21 +1,20 @@
 """Whether a refresh's delta is computed in Arrow on the driver, decided at plan time.
 
 The Arrow path (no Spark job) takes small changes of one source: appends, for a filter /
-projection view (the appended rows, filtered and projected) and for a GROUP BY view
-merged by its rules (COUNT, SUM, MIN, MAX, AVG with state), over the changed source alone
-or joined with tables that did not change (INNER, or LEFT with the changed source
-preserved: the delta is `dsource JOIN t`, arrow_select.py); deletes and updates
-(position deletes, deletion vectors, copy-on-write rewrites: signed change rows,
-refresh/changes/arrow_changes.py; while the read scans at most
-`refresh.arrow_read_max_rows` rows, estimated from the manifests, and at most
-`refresh.arrow_max_rows` rows changed, counted once read) of a source read alone, for a GROUP BY view merged
-by its rules under deletes (COUNT, SUM, AVG with state), and for a filter / projection
-view (its deleted rows removed from the storage files holding them). Each joined table is
-read whole with pyiceberg at its pinned snapshot (the same rows as the recorded one: it
-did not move), its columns read only, shared across MVs like the appended rows, and only
-if it has at most `refresh.arrow_join_max_rows` rows. Everything else, and
-anything whose Spark semantics Arrow might not match (sql/arrow_expr.py), goes to Spark;
-the refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`).
+projection view (the appended rows, filtered and projected) and for a GROUP BY view merged
+by its rules (COUNT, SUM, MIN, MAX, AVG with state), over the changed source alone or joined
+with tables that did not change (INNER, or LEFT with the changed source preserved: the delta
+is `dsource JOIN t`, arrow_select.py); deletes and updates (position deletes, deletion
+vectors, copy-on-write rewrites: signed change rows, refresh/changes/arrow_changes.py; while
+the read scans at most `refresh.arrow_read_max_rows` rows, estimated from the manifests, and
+at most `refresh.arrow_max_rows` rows changed, counted once read) of a source read alone,
+for a GROUP BY view merged by its rules under deletes (COUNT, SUM, AVG with state), and for
+a filter / projection view (its deleted rows removed from the storage files holding them).
+Each joined table is read whole with pyiceberg at its pinned snapshot (the same rows as the
+recorded one: it did not move), its columns read only, shared across MVs like the appended
+rows, and only if it has at most `refresh.arrow_join_max_rows` rows. Everything else, and
+anything whose Spark semantics Arrow might not match (sql/arrow_expr.py), goes to Spark; the
+refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`).
 """
 
 from __future__ import annotations
@@ -76,12 +75,7 @@ class ArrowRoute:
         rows (joined with the dimensions; both shared with other MVs through `cache`), or
         signed rows (a `WEIGHT` column) of a range with deletes."""
         if self.change.kind != "append-only":
-            changed = changed_rows(self.source, self.change, self.columns)
-            if changed.rows.num_rows > self.max_rows:  # after a rewrite's moved rows cancel
-                raise ArrowUnsupportedError(
-                    f"{changed.rows.num_rows} changed rows > {self.max_rows} "
-                    "(refresh.arrow_max_rows, driver_commit_max_rows)"
-                )
+            changed = changed_rows(self.source, self.change, self.columns, self.max_rows)
             return changed.rows, changed.rows_read
         appended = appended_rows(self.source, self.change, cache)
         if not self.dimensions:

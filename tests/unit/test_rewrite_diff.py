@@ -1,0 +1,122 @@
+"""What a copy-on-write rewrite changed (refresh/changes/rewrite_diff.py): the rows of the
+removed and the added file that a walk in file order could not pair."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from icemv.refresh.changes import rewrite_diff as diff_module
+from icemv.refresh.changes.rewrite_diff import rewrite_diff
+
+
+def _rows(ids: list[int | None], fares: list[float | None] | None = None) -> pa.Table:
+    fares = fares if fares is not None else [float(i or 0) for i in ids]
+    return pa.table({"id": pa.array(ids, pa.int64()), "fare": pa.array(fares, pa.float64())})
+
+
+def _ids(table: pa.Table) -> list[int]:
+    return table.column("id").to_pylist()
+
+
+def test_deleted_updated_and_inserted_rows_are_what_is_left() -> None:
+    old = _rows(list(range(10)))
+    gone, came = rewrite_diff(old, _rows([0, 1, 2, 6, 7, 8, 9]))  # 3, 4, 5 deleted
+    assert _ids(gone) == [3, 4, 5] and came.num_rows == 0
+    fares = [0.0, 1.0, 2.0, 30.0, 4.0, 50.0, 6.0, 7.0, 8.0, 9.0]  # 3 and 5 updated
+    gone, came = rewrite_diff(old, _rows(list(range(10)), fares))
+    assert _ids(gone) == [3, 5] and came.column("fare").to_pylist() == [30.0, 50.0]
+    gone, came = rewrite_diff(old, _rows([0, 1, 20, 2, 3, 4, 5, 6, 7, 8, 9, 90]))
+    assert gone.num_rows == 0 and _ids(came) == [20, 90]
+    assert rewrite_diff(old, old)[0].num_rows == 0
+    gone, came = rewrite_diff(old, _rows([0, 1]))  # the rest deleted
+    assert _ids(gone) == list(range(2, 10)) and came.num_rows == 0
+
+
+def test_scattered_and_clustered_changes_across_blocks() -> None:
+    size = 50_000
+    old = _rows(list(range(size)))
+    scattered = [i for i in range(size) if i % 1000 != 7]  # one row in a thousand
+    gone, came = rewrite_diff(old, _rows(scattered))
+    assert _ids(gone) == list(range(7, size, 1000)) and came.num_rows == 0
+    clustered = [i for i in range(size) if not 20_000 <= i < 30_000]
+    gone, came = rewrite_diff(old, _rows(clustered))
+    assert _ids(gone) == list(range(20_000, 30_000)) and came.num_rows == 0
+    fares = [float(i) + (1 if 40_000 <= i < 45_000 else 0) for i in range(size)]
+    gone, came = rewrite_diff(old, _rows(list(range(size)), fares))
+    assert _ids(gone) == _ids(came) == list(range(40_000, 45_000))
+
+
+def test_nulls_compare_equal_and_floats_by_their_bits() -> None:
+    old = _rows([None, 1, 2, None], [None, 0.0, 1.0, None])
+    gone, came = rewrite_diff(old, _rows([None, 1, 2, None], [None, -0.0, 1.0, None]))
+    assert gone.column("fare").to_pylist() == [0.0] and came.column("fare").to_pylist() == [-0.0]
+    assert str(came.column("fare")[0]) == "-0.0"
+
+
+def test_a_column_that_cannot_be_compared_leaves_the_pair_whole() -> None:
+    nested = pa.table({"xs": pa.array([[1], [2]], pa.list_(pa.int64()))})
+    assert rewrite_diff(nested, nested) == (nested, nested)
+
+
+def test_past_max_steps_the_rest_comes_back_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(diff_module, "MAX_STEPS", 2)
+    old = _rows(list(range(100)))
+    gone, came = rewrite_diff(old, _rows([i for i in range(100) if i not in (10, 20, 30, 40)]))
+    assert _ids(gone)[:2] == [10, 20] and len(_ids(gone)) + came.num_rows > 4
+    _assert_same_net(old, _rows([i for i in range(100) if i not in (10, 20, 30, 40)]))
+
+
+def _assert_same_net(old: pa.Table, new: pa.Table) -> None:
+    gone, came = rewrite_diff(old, new)
+    net = Counter(zip(_ids(old), old.column("fare").to_pylist(), strict=True))
+    net.subtract(zip(_ids(new), new.column("fare").to_pylist(), strict=True))
+    left = Counter(zip(_ids(gone), gone.column("fare").to_pylist(), strict=True))
+    left.subtract(zip(_ids(came), came.column("fare").to_pylist(), strict=True))
+    assert +net == +left and -net == -left
+    assert old.num_rows - gone.num_rows == new.num_rows - came.num_rows
+
+
+@given(st.lists(st.integers(0, 3), max_size=30), st.lists(st.integers(0, 3), max_size=30))
+def test_any_two_files_keep_their_net_difference(old: list[int], new: list[int]) -> None:
+    """Whatever the files hold (duplicates, reordering), what is left nets as they do."""
+    _assert_same_net(_rows(list(old)), _rows(list(new)))
+
+
+@given(
+    st.sampled_from(["delete", "update", "insert"]),
+    st.lists(st.booleans(), max_size=80),
+    st.integers(1, 4),
+)
+def test_an_ordered_rewrite_leaves_exactly_its_changes(
+    kind: str, changed: list[bool], spacing: int
+) -> None:
+    """A rewrite that keeps its rows' order (unique rows) and makes one kind of change, as
+    a copy-on-write DELETE or UPDATE does: exactly the deleted rows, the updated rows' old
+    and new images, or the inserted rows are left (mixed kinds: see the test above)."""
+    old_ids = list(range(0, len(changed) * spacing, spacing))
+    new_rows: list[tuple[int, float]] = []
+    expect_gone: Counter[tuple[int, float]] = Counter()
+    expect_came: Counter[tuple[int, float]] = Counter()
+    for change, i in zip(changed, old_ids, strict=True):
+        if change and kind == "delete":
+            expect_gone[(i, float(i))] += 1
+            continue
+        if change and kind == "insert":
+            new_rows.append((-i - 1, 0.5))
+            expect_came[(-i - 1, 0.5)] += 1
+        if change and kind == "update":
+            new_rows.append((i, i + 0.25))
+            expect_gone[(i, float(i))] += 1
+            expect_came[(i, i + 0.25)] += 1
+        else:
+            new_rows.append((i, float(i)))
+    old = _rows(old_ids)
+    new = _rows([r[0] for r in new_rows], [r[1] for r in new_rows])
+    gone, came = rewrite_diff(old, new)
+    assert Counter(zip(_ids(gone), gone.column("fare").to_pylist(), strict=True)) == expect_gone
+    assert Counter(zip(_ids(came), came.column("fare").to_pylist(), strict=True)) == expect_came
