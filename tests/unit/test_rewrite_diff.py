@@ -4,6 +4,7 @@ removed and the added file that a walk in file order could not pair."""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 import pyarrow as pa
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icemv.refresh.changes import rewrite_diff as diff_module
-from icemv.refresh.changes.rewrite_diff import rewrite_diff
+from icemv.refresh.changes.rewrite_diff import diff_files, rewrite_diff
 
 
 def _rows(ids: list[int | None], fares: list[float | None] | None = None) -> pa.Table:
@@ -120,3 +121,50 @@ def test_an_ordered_rewrite_leaves_exactly_its_changes(
     gone, came = rewrite_diff(old, new)
     assert Counter(zip(_ids(gone), gone.column("fare").to_pylist(), strict=True)) == expect_gone
     assert Counter(zip(_ids(came), came.column("fare").to_pylist(), strict=True)) == expect_came
+
+
+def _net_of(pairs: list[tuple[pa.Table, pa.Table]]) -> tuple[list[int], list[int]]:
+    gone = sorted(i for old, _ in pairs for i in _ids(old))
+    came = sorted(i for _, new in pairs for i in _ids(new))
+    return gone, came
+
+
+def test_files_merged_or_split_by_the_rewrite_are_walked_as_chains() -> None:
+    """Spark's copy-on-write DELETE may merge four files into two (0-49 + 100-149,
+    50-99 + 150-199) or split one: the walk follows each output file across its inputs."""
+    olds = [_rows(list(range(k, k + 50))) for k in (0, 50, 100, 150)]
+    kept = [i for i in range(200) if i % 10 != 7]
+    news = [
+        _rows([i for i in kept if i < 50 or 100 <= i < 150]),
+        _rows([i for i in kept if 50 <= i < 100 or i >= 150]),
+    ]
+    assert _net_of(list(diff_files(olds, news))) == ([i for i in range(200) if i % 10 == 7], [])
+    split = [_rows([i for i in range(100) if i < 40]), _rows([i for i in range(42, 100)])]
+    assert _net_of(list(diff_files([_rows(list(range(100)))], split))) == ([40, 41], [])
+
+
+def test_files_no_chain_takes_come_whole() -> None:
+    olds, news = [_rows([1, 2, 3])], [_rows([7, 8, 9])]
+    assert _net_of(list(diff_files(olds, news))) == ([1, 2, 3], [7, 8, 9])
+
+
+@given(
+    st.lists(st.integers(0, 40), max_size=6),
+    st.lists(st.integers(0, 40), max_size=6),
+    st.sets(st.integers(0, 39), max_size=10),
+)
+def test_chained_walks_keep_the_net_difference(
+    old_cuts: list[int], new_cuts: list[int], deleted: set[int]
+) -> None:
+    """Rows 0-39 cut into old files anywhere; the kept rows cut into new files anywhere."""
+    kept = [i for i in range(40) if i not in deleted]
+
+    def cut(ids: list[int], at: list[int]) -> list[pa.Table]:
+        bounds = sorted({0, len(ids), *(min(c, len(ids)) for c in at)})
+        return [_rows(ids[a:b]) for a, b in pairwise(bounds) if b > a]
+
+    pairs = list(diff_files(cut(list(range(40)), old_cuts), cut(kept, new_cuts)))
+    gone, came = _net_of(pairs)
+    net = Counter(gone)
+    net.subtract(came)
+    assert +net == Counter(deleted) and not -net

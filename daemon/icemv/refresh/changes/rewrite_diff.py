@@ -32,6 +32,7 @@ FIRST_BLOCK = 1024  # rows compared at once while skipping common rows, doubling
 FIRST_WINDOW = 8  # rows looked ahead at a difference, times 8 until an explanation fits
 MAX_WINDOW = 8**7  # ...up to this many (2M)
 SMALL_REST = 64  # at most this many rows left and nothing explains a difference: step one
+START_WINDOW = 64  # rows a file may start apart from where the other chain stands
 MAX_STEPS = 512  # differences walked in one pair of files (each ~0.1-0.5 ms)
 _PROJECTED_AFTER = 64  # steps after which the walk's rate projects the total
 
@@ -50,30 +51,52 @@ def bit_key(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
     return array
 
 
-def equal_rows(one: pa.Table, other: pa.Table) -> pa.Array | None:
-    """Per row, whether `one` and `other` (as many rows) are identical on every column
-    (NULL equals NULL, floats by their bits); None where a column cannot be compared."""
-    equal: pa.Array | None = None
-    for name in one.column_names:
-        left, right = bit_key(one.column(name)), bit_key(other.column(name))
-        if left is None or right is None:
+class _Keys:
+    """A file's rows and, computed once, each column as a bit key (see `bit_key`)."""
+
+    def __init__(self, rows: pa.Table, keys: list[pa.Array]) -> None:
+        self.rows = rows
+        self.keys = keys
+        self.num_rows = rows.num_rows
+
+    @staticmethod
+    def of(rows: pa.Table) -> _Keys | None:
+        keys = [bit_key(rows.column(name)) for name in rows.column_names]
+        if any(key is None for key in keys):
             return None
-        same = pc.equal(left, right)
-        if left.null_count or right.null_count:
-            both_null = pc.and_(pc.is_null(left), pc.is_null(right))
-            same = pc.or_(pc.fill_null(same, False), both_null)
-        equal = same if equal is None else pc.and_(equal, same)
-    return equal if equal is not None else pa.repeat(pa.scalar(True), one.num_rows)
+        return _Keys(rows, [key for key in keys if key is not None])
 
+    def aligned(self, at: int, other: _Keys, other_at: int, size: int) -> pa.Array:
+        """Per row of `size`, whether self[at + k] is identical to other[other_at + k]."""
+        equal: pa.Array | None = None
+        for mine, theirs in zip(self.keys, other.keys, strict=True):
+            left, right = mine.slice(at, size), theirs.slice(other_at, size)
+            same = pc.equal(left, right)
+            if left.null_count or right.null_count:
+                both_null = pc.and_(pc.is_null(left), pc.is_null(right))
+                same = pc.or_(pc.fill_null(same, False), both_null)
+            equal = same if equal is None else pc.and_(equal, same)
+        return equal if equal is not None else pa.repeat(pa.scalar(True), size)
 
-def comparable(rows: pa.Table) -> bool:
-    return all(bit_key(rows.column(name).slice(0, 0)) is not None for name in rows.column_names)
+    def find(self, start: int, size: int, other: _Keys, at: int) -> int | None:
+        """The first index among self[start:start + size] identical to other[at]."""
+        if size <= 0:
+            return None
+        equal: pa.Array | None = None
+        for mine, theirs in zip(self.keys, other.keys, strict=True):
+            block, probe = mine.slice(start, size), theirs[at]
+            if probe.is_valid:
+                same = pc.fill_null(pc.equal(block, probe), False)
+            else:
+                same = pc.is_null(block)
+            equal = same if equal is None else pc.and_(equal, same)
+        return 0 if equal is None else _first(equal, True)
 
 
 @dataclass
 class _Walk:
-    old: pa.Table
-    new: pa.Table
+    old: _Keys
+    new: _Keys
     i: int = 0  # next old row
     j: int = 0  # next new row
 
@@ -83,38 +106,32 @@ class _Walk:
         done, block = 0, FIRST_BLOCK
         while done < limit:
             size = min(block, limit - done)
-            first = _first(self._aligned(done, size), False)
+            first = _first(self.old.aligned(self.i + done, self.new, self.j + done, size), False)
             if first is not None:
                 return done + first
             done += size
             block *= 2
         return done
 
-    def _aligned(self, offset: int, size: int) -> pa.Array:
-        equal = equal_rows(
-            self.old.slice(self.i + offset, size), self.new.slice(self.j + offset, size)
-        )
-        assert equal is not None  # comparable() was checked
-        return equal
-
     def explain(self) -> tuple[int, int]:
         """At a difference: (old rows, new rows) to step over, the fewest a growing window
         explains: a deletion (old rows until one equals the new row), an insertion, or a
         replacement (aligned rows until they match again); when none, one row each of a
         small rest, else the rest of both."""
-        left, right = self.old.num_rows - self.i, self.new.num_rows - self.j
+        old, new, i, j = self.old, self.new, self.i, self.j
+        left, right = old.num_rows - i, new.num_rows - j
         window = FIRST_WINDOW
         while True:
             size = min(window, max(left, right))
             found: list[tuple[int, int]] = []
-            deleted = _find(self.old, self.i + 1, min(size, left - 1), self.new, self.j)
+            deleted = old.find(i + 1, min(size, left - 1), new, j)
             if deleted is not None:
                 found.append((deleted + 1, 0))
-            inserted = _find(self.new, self.j + 1, min(size, right - 1), self.old, self.i)
+            inserted = new.find(j + 1, min(size, right - 1), old, i)
             if inserted is not None:
                 found.append((0, inserted + 1))
             aligned = min(size, left, right)
-            replaced = _first(self._aligned(0, aligned), True) if aligned else None
+            replaced = _first(old.aligned(i, new, j, aligned), True) if aligned else None
             if replaced is not None:
                 found.append((replaced, replaced))
             if found:
@@ -131,77 +148,136 @@ def _first(mask: pa.Array, value: bool) -> int | None:
     return int(hits[0].as_py()) if len(hits) else None
 
 
-def _find(rows: pa.Table, start: int, size: int, wanted: pa.Table, at: int) -> int | None:
-    """The first index among `rows[start:start + size]` identical to `wanted[at]`."""
-    if size <= 0:
-        return None
-    block = rows.slice(start, size)
-    probe = wanted.slice(at, 1).take(pa.repeat(pa.scalar(0, pa.int64()), block.num_rows))
-    equal = equal_rows(block, probe)
-    return None if equal is None else _first(equal, True)
+class _Diff:
+    """One walk over a chain of files: old files one after another against new ones."""
+
+    def __init__(self, old: _Keys, new: _Keys) -> None:
+        self.walk = _Walk(old, new)
+        self.gone: list[pa.Table] = []
+        self.came: list[pa.Table] = []
+        self.steps = 0
+        self.passed = 0  # rows of the old files walked before the current one
+
+    def next_old(self, rows: _Keys) -> None:
+        self.passed += self.walk.old.num_rows
+        self.walk.old, self.walk.i = rows, 0
+
+    def run(self) -> bool:
+        """Walk until one side's file ends; False when out of steps (or projected so)."""
+        walk = self.walk
+        while True:
+            walked, total = self.passed + walk.i, self.passed + walk.old.num_rows
+            if self.steps >= MAX_STEPS or (
+                self.steps >= _PROJECTED_AFTER and self.steps * total > MAX_STEPS * walked
+            ):
+                return False
+            shared = walk.common()
+            walk.i += shared
+            walk.j += shared
+            if walk.i >= walk.old.num_rows or walk.j >= walk.new.num_rows:
+                return True
+            dropped, added = walk.explain()
+            self.gone.append(walk.old.rows.slice(walk.i, dropped))
+            self.came.append(walk.new.rows.slice(walk.j, added))
+            walk.i += dropped
+            walk.j += added
+            self.steps += 1
+
+    def close(self) -> tuple[pa.Table, pa.Table]:
+        """What is left unpaired, the current files' rest included."""
+        walk = self.walk
+        self.gone.append(walk.old.rows.slice(walk.i))
+        self.came.append(walk.new.rows.slice(walk.j))
+        return _concat(self.gone, walk.old.rows), _concat(self.came, walk.new.rows)
+
+
+def _concat(parts: list[pa.Table], like: pa.Table) -> pa.Table:
+    kept = [part for part in parts if part.num_rows]
+    return pa.concat_tables(kept) if kept else like.slice(0, 0)
 
 
 def rewrite_diff(old: pa.Table, new: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The rows of `old` and of `new` that the walk could not pair (see the module doc)."""
-    if not comparable(old) or not comparable(new):
+    old_keys, new_keys = _Keys.of(old), _Keys.of(new)
+    if old_keys is None or new_keys is None:
         return old, new
-    walk = _Walk(old, new)
-    gone: list[tuple[int, int]] = []
-    came: list[tuple[int, int]] = []
-    for step in range(MAX_STEPS):
-        if step >= _PROJECTED_AFTER and step * old.num_rows > MAX_STEPS * walk.i:
-            break  # at this rate the differences will not fit in MAX_STEPS: stop early
-        shared = walk.common()
-        walk.i += shared
-        walk.j += shared
-        if walk.i >= old.num_rows or walk.j >= new.num_rows:
-            break
-        dropped, added = walk.explain()
-        gone.append((walk.i, dropped))
-        came.append((walk.j, added))
-        walk.i += dropped
-        walk.j += added
-    gone.append((walk.i, old.num_rows - walk.i))
-    came.append((walk.j, new.num_rows - walk.j))
-    return _slices(old, gone), _slices(new, came)
-
-
-def _slices(rows: pa.Table, ranges: Sequence[tuple[int, int]]) -> pa.Table:
-    kept = [rows.slice(start, length) for start, length in ranges if length > 0]
-    return pa.concat_tables(kept) if kept else rows.slice(0, 0)
+    diff = _Diff(old_keys, new_keys)
+    diff.run()
+    return diff.close()
 
 
 def rewrites(
     removed: Sequence[tuple[FileScanTask, pa.Table]], added: Sequence[tuple[FileScanTask, pa.Table]]
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """Removed and added files' rows, each removed file paired with an added one of its
-    partition that a rewrite made of it (same first or last row) and the pair diffed
-    (`rewrite_diff`). Any pairing is correct; a good one is cheap. Unpaired files come
-    whole."""
-    unpaired = list(added)
-    for task, gone in removed:
-        match = next(
-            (
-                i
-                for i, (other, came) in enumerate(unpaired)
-                if other.file.spec_id == task.file.spec_id
-                and other.file.partition == task.file.partition
-                and _same_end(gone, came)
-            ),
+    """Removed and added files' rows without the rows a rewrite kept, per partition: a
+    chain of removed files walked against a chain of added ones, each file starting where
+    the other chain's walk stands (its first or second row equal to that row: a rewrite
+    may merge several files into one or split one), the first pair starting alike
+    (`rewrite_diff`'s walk). Any chaining is correct; a good one is cheap. Files no chain
+    takes come whole."""
+    groups: dict[tuple[int, object], tuple[list[pa.Table], list[pa.Table]]] = {}
+    for index, files in enumerate((removed, added)):
+        for task, rows in files:
+            key = (task.file.spec_id, task.file.partition)
+            groups.setdefault(key, ([], []))[index].append(rows)
+    for olds, news in groups.values():
+        yield from diff_files([t for t in olds if t.num_rows], [t for t in news if t.num_rows])
+
+
+def diff_files(olds: list[pa.Table], news: list[pa.Table]) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """Rows of files removed and added in one partition that the chained walks left (see
+    `rewrites`), as (removed rows, added rows) pairs."""
+    old_keys = [_Keys.of(rows) for rows in olds]
+    new_keys = [_Keys.of(rows) for rows in news]
+    if any(k is None for k in (*old_keys, *new_keys)):
+        yield from ((rows, rows.slice(0, 0)) for rows in olds)
+        yield from ((rows.slice(0, 0), rows) for rows in news)
+        return
+    left = [k for k in old_keys if k is not None]
+    right = [k for k in new_keys if k is not None]
+    while True:
+        start = next(
+            ((o, n) for o in range(len(left)) for n in range(len(right))
+             if _starts_at(right[n], left[o], 0) or _starts_at(left[o], right[n], 0)),
             None,
-        )
-        if match is None:
-            yield gone, gone.slice(0, 0)
-            continue
-        _, came = unpaired.pop(match)
-        yield rewrite_diff(gone, came)
-    for _, came in unpaired:
-        yield came.slice(0, 0), came
+        )  # fmt: skip
+        if start is None:
+            break
+        diff = _Diff(left.pop(start[0]), right.pop(start[1]))
+        while diff.run():
+            walk = diff.walk
+            if walk.i >= walk.old.num_rows and walk.j < walk.new.num_rows:
+                found = _next_file(left, walk.new, walk.j)
+                if found is None:
+                    break
+                diff.next_old(found)
+            elif walk.j >= walk.new.num_rows and walk.i < walk.old.num_rows:
+                found = _next_file(right, walk.old, walk.i)
+                if found is None:
+                    break
+                walk.new, walk.j = found, 0
+            else:
+                break
+        yield diff.close()
+    for keys in left:
+        yield keys.rows, keys.rows.slice(0, 0)
+    for keys in right:
+        yield keys.rows.slice(0, 0), keys.rows
 
 
-def _same_end(one: pa.Table, other: pa.Table) -> bool:
-    if not one.num_rows or not other.num_rows:
+def _next_file(files: list[_Keys], other: _Keys, at: int) -> _Keys | None:
+    """The file (taken from `files`) that starts where the other chain stands."""
+    index = next((k for k, rows in enumerate(files) if _starts_at(rows, other, at)), None)
+    return None if index is None else files.pop(index)
+
+
+def _starts_at(rows: _Keys, other: _Keys, at: int) -> bool:
+    """Whether `rows` starts where `other` stands at row `at`: its first row among the
+    next `START_WINDOW` rows of `other` (rows deleted between), or `other[at]` among its
+    first ones (rows inserted before)."""
+    if at >= other.num_rows or not rows.num_rows:
         return False
-    first = equal_rows(one.slice(0, 1), other.slice(0, 1))
-    last = equal_rows(one.slice(one.num_rows - 1), other.slice(other.num_rows - 1))
-    return bool(first is not None and last is not None and (first[0].as_py() or last[0].as_py()))
+    return (
+        other.find(at, min(START_WINDOW, other.num_rows - at), rows, 0) is not None
+        or rows.find(0, min(START_WINDOW, rows.num_rows), other, at) is not None
+    )
