@@ -1,8 +1,10 @@
-"""The Arrow path's joins (refresh/patch/arrow_select.py): appends to a fact table joined
-with an unchanged dimension refresh without a Spark job, equal to the view SQL evaluated by
-Spark at the recorded snapshots: NULL join keys on both sides, duplicate dimension keys,
-fact rows no dimension row matches (LEFT JOIN), under a filter and under a merged GROUP
-BY. A dimension that moved in the same range, or is larger than the limit, goes to Spark."""
+"""The Arrow path's joins (refresh/patch/arrow_select.py): appends, deletes and updates
+(merge-on-read position deletes, copy-on-write rewrites) of a fact table joined with an
+unchanged dimension refresh without a Spark job, equal to the view SQL evaluated by Spark
+at the recorded snapshots: NULL join keys on both sides, duplicate dimension keys, fact
+rows no dimension row matches (LEFT JOIN), under a filter and under a merged GROUP BY. A
+dimension that moved in the same range, is larger than the limit, or joined rows over the
+row limit go to Spark."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_reads import shared_cache
 from tests.conftest import CATALOG_KINDS
@@ -50,13 +53,36 @@ INNER_AGGREGATE = (
 )
 
 
-def _tables(lakehouse: Lakehouse, namespace: str) -> Any:
-    create_trips(lakehouse, namespace, rows=SAMPLE_TRIPS)
+def _tables(lakehouse: Lakehouse, namespace: str, write_mode: str | None = None) -> Any:
+    """trips (written by pyiceberg; or by Spark with deletes and updates `write_mode`) and
+    the vendors dimension."""
+    if write_mode is None:
+        create_trips(lakehouse, namespace, rows=SAMPLE_TRIPS)
+    else:
+        _spark_trips(lakehouse, namespace, write_mode)
     vendors = lakehouse.catalog.create_table(
         (namespace, "vendors"), schema=VENDORS, properties={"format-version": "2"}
     )
     vendors.append(_vendors(DIMENSION))
     return vendors
+
+
+def _spark_trips(lakehouse: Lakehouse, namespace: str, write_mode: str) -> str:
+    """40 rows in one small data file (copy-on-write rewrites it whole, within the row
+    limits): vendors a, b (two dimension rows), c, d (no dimension row) and NULL by turns."""
+    name = lakehouse.quoted(Identifier((namespace,), "trips"))
+    modes = ", ".join(f"'write.{op}.mode' = '{write_mode}'" for op in ("delete", "update"))
+    lakehouse.spark.sql(
+        f"CREATE TABLE {name} (id BIGINT, vendor STRING, fare DOUBLE, day DATE) USING iceberg "
+        f"TBLPROPERTIES ('format-version' = '2', {modes})"
+    )
+    lakehouse.spark.sql(
+        f"INSERT INTO {name} SELECT /*+ COALESCE(1) */ id, "
+        "element_at(array('a', 'b', 'c', 'd', NULL), CAST(id % 5 AS INT) + 1), "
+        "CASE WHEN id % 11 = 0 THEN NULL ELSE CAST(id AS DOUBLE) / 4 END, "
+        "date_add(DATE'2024-01-01', CAST(id % 2 AS INT)) FROM range(40)"
+    )
+    return name
 
 
 def _vendors(rows: list[tuple[Any, ...]]) -> pa.Table:
@@ -128,3 +154,70 @@ def test_a_dimension_pyiceberg_cannot_read_goes_to_spark(
     append_trips(lakehouse, namespace, APPENDS[1])
     result = refresh_by(lakehouse, mv, "spark")  # only trips moved: the read refuses
     assert "equality deletes" in (result.engine_reason or ""), result.engine_reason
+
+
+# Under deletes MIN / MAX recompute their groups (Spark): COUNT and SUM here.
+INNER_AGGREGATE_DELETES = (
+    "SELECT v.rank, count(*) AS n, sum(t.fare) AS total, count(t.fare) AS nf FROM trips t "
+    "JOIN vendors v ON v.vendor = t.vendor GROUP BY v.rank"
+)
+# Each step deletes or rewrites rows of a matched key (a), a duplicated key (b: two rows
+# each), a NULL key and a key no dimension row has (d: padded under LEFT JOIN).
+STEPS = [
+    ["DELETE FROM {t} WHERE id IN (0, 1, 3, 4, 6)"],
+    ["UPDATE {t} SET vendor = 'b', fare = fare + 1 WHERE id IN (5, 8, 9, 12)"],
+    ["UPDATE {t} SET vendor = NULL, fare = NULL WHERE id IN (11, 13, 15)"],
+    [  # rows appended and deleted within one range never count
+        "INSERT INTO {t} VALUES (100, 'b', 1.5, DATE'2024-01-01'), "
+        "(101, NULL, 2.5, DATE'2024-01-02'), (102, 'd', 3.5, DATE'2024-01-01')",
+        "DELETE FROM {t} WHERE id IN (101, 16, 19)",
+    ],
+    ["DELETE FROM {t} WHERE vendor IN ('c', 'a')"],  # groups go
+    ["UPDATE {t} SET fare = fare WHERE id BETWEEN 20 AND 29"],  # moved rows only
+]
+
+
+@pytest.mark.parametrize("write_mode", ["merge-on-read", "copy-on-write"])
+def test_deletes_and_updates_joined_with_an_unchanged_dimension_refresh_in_arrow(
+    lakehouse: Lakehouse, namespace: str, write_mode: str
+) -> None:
+    """The delta of `dtrips JOIN vendors`: the signed change rows joined, each keeping its
+    weight, merged into the aggregates and removed from / added to the filter views."""
+    _tables(lakehouse, namespace, write_mode)
+    name = lakehouse.quoted(Identifier((namespace,), "trips"))
+    views = {
+        "inner_agg": INNER_AGGREGATE_DELETES,
+        "left_agg": LEFT_AGGREGATE,
+        "inner": INNER,
+        "left": LEFT,
+    }
+    mvs = {alias: refreshed_mv(lakehouse, namespace, alias, sql) for alias, sql in views.items()}
+    for step, statements in enumerate(STEPS):
+        for statement in statements:
+            lakehouse.spark.sql(statement.format(t=name))
+        for mv in mvs.values():
+            result = refresh_by(lakehouse, mv, "arrow")
+            assert result.engine_reason is None, (step, mv, result)
+    trips = lakehouse.load_table(Identifier((namespace,), "trips"))
+    deletes = {d.file_format.name for t in trips.scan().plan_files() for d in t.delete_files}
+    assert deletes == ({"PARQUET"} if write_mode == "merge-on-read" else set())
+    actual, _ = storage_and_oracle(lakehouse, mvs["left"])
+    # b's two dimension rows, d and NULL padded; the rows deleted and updated away gone.
+    assert {(21, "b", "B1"), (21, "b", "B2"), (23, "d", None), (24, None, None)} <= set(actual)
+    assert (8, "b", "B2") in actual and (3, "d", None) not in actual
+
+
+def test_joined_rows_over_the_row_limit_go_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
+    """Two deleted rows of the duplicated key are four joined rows: over a limit of 3."""
+    _tables(lakehouse, namespace, "merge-on-read")
+    mv = refreshed_mv(lakehouse, namespace, "v", LEFT)
+    config = lakehouse.config
+    small = Lakehouse(
+        config.model_copy(
+            update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 3})}
+        )
+    )
+    name = lakehouse.quoted(Identifier((namespace,), "trips"))
+    small.spark.sql(f"DELETE FROM {name} WHERE id IN (1, 6)")
+    result = refresh_by(small, mv, "spark")
+    assert "4 joined rows > 3" in (result.engine_reason or ""), result

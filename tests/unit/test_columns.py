@@ -51,6 +51,13 @@ CASES = [
         "nyc.zones",
         (None, "`zone` = 'a'"),
     ),
+    # A join key named only in ON is read (the Arrow path joins the change rows by it).
+    (
+        "SELECT z.zone, count(*) AS n FROM trips t LEFT JOIN zones z ON t.vendor = z.zone "
+        "GROUP BY z.zone",
+        "nyc.trips",
+        (("vendor",), None),
+    ),
     # A self-join: both occurrences' columns, no filter (which occurrence would it be?).
     (
         "SELECT a.id FROM trips a JOIN trips b ON a.vendor = b.vendor WHERE a.fare > 1",

@@ -8,14 +8,13 @@ a private branch for Spark writes. Anything that makes a correct delta impossibl
 FullRefreshRequiredError with the reason.
 
 One decision, at plan time (`arrow_route`): a small change to the one changed source of a
-filter or merged GROUP BY view (appends, deletes, updates; an append also when that source
-is joined with small unchanged tables) is computed in Arrow on the driver, no Spark job;
-anything else
-(or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by Spark, except
-when policy `auto` kept the refresh incremental only for the Arrow path's cheaper read
-(`plan.arrow_only`): then a refusal is FullRefreshRequiredError (`delta-too-large`), the
-full recompute being cheaper than Spark's change read. The result says which engine
-computed the delta and, for Spark, why not Arrow.
+filter or merged GROUP BY view (appends, deletes, updates; that source read alone or
+joined with small unchanged tables) is computed in Arrow on the driver, no Spark job;
+anything else (or an Arrow refusal met while reading, e.g. NaN under MIN) is computed by
+Spark, except when policy `auto` kept the refresh incremental only for the Arrow path's
+cheaper read (`plan.arrow_only`): then a refusal is FullRefreshRequiredError
+(`delta-too-large`), the full recompute being cheaper than Spark's change read. The
+result says which engine computed the delta and, for Spark, why not Arrow.
 """
 
 from __future__ import annotations

@@ -1,20 +1,22 @@
 """Whether a refresh's delta is computed in Arrow on the driver, decided at plan time.
 
-The Arrow path (no Spark job) takes small changes of one source: appends, for a filter /
-projection view (the appended rows, filtered and projected) and for a GROUP BY view merged
-by its rules (COUNT, SUM, MIN, MAX, AVG with state), over the changed source alone or joined
-with tables that did not change (INNER, or LEFT with the changed source preserved: the delta
-is `dsource JOIN t`, arrow_select.py); deletes and updates (position deletes, deletion
-vectors, copy-on-write rewrites: signed change rows, refresh/changes/arrow_changes.py; while
-the read scans at most `refresh.arrow_read_max_rows` rows, estimated from the manifests, and
-at most `refresh.arrow_max_rows` rows changed, counted once read) of a source read alone,
-for a GROUP BY view merged by its rules under deletes (COUNT, SUM, AVG with state), and for
-a filter / projection view (its deleted rows removed from the storage files holding them).
-Each joined table is read whole with pyiceberg at its pinned snapshot (the same rows as the
-recorded one: it did not move), its columns read only, shared across MVs like the appended
-rows, and only if it has at most `refresh.arrow_join_max_rows` rows. Everything else, and
-anything whose Spark semantics Arrow might not match (sql/arrow_expr.py), goes to Spark; the
-refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`).
+The Arrow path (no Spark job) takes small changes of one source, its FROM table, read
+alone or joined with tables that did not change (INNER, or LEFT with the changed source
+preserved: the delta of `source JOIN t` is `dsource JOIN t`, each joined row carrying
+its source row's weight, arrow_select.py): appends (the appended rows), and deletes and
+updates (position deletes, deletion vectors, copy-on-write rewrites: signed change rows,
+refresh/changes/arrow_changes.py; while the read scans at most
+`refresh.arrow_read_max_rows` rows, estimated from the manifests, and at most
+`refresh.arrow_max_rows` rows changed, counted once read). A filter / projection view
+takes the changed rows filtered and projected (under deletes, its deleted rows are
+removed from the storage files holding them); a GROUP BY view merges them by its rules
+(COUNT, SUM, MIN, MAX, AVG with state; under deletes COUNT, SUM, AVG with state). Each
+joined table is read whole with pyiceberg at its pinned snapshot (the same rows as the
+recorded one: it did not move), its columns read only, shared across MVs like the
+appended rows, and only if it has at most `refresh.arrow_join_max_rows` rows; the joined
+rows count against the route's row limit. Everything else, and anything whose Spark
+semantics Arrow might not match (sql/arrow_expr.py), goes to Spark; the refusal's reason
+is reported with the refresh (`engine=spark`, `engine_reason`).
 """
 
 from __future__ import annotations
@@ -66,25 +68,29 @@ class ArrowRoute:
     change: SourceChange
     source: Table
     delta: ArrowRowsDelta | ArrowAggregateDelta
-    dimensions: tuple[Dimension, ...] = ()  # one per JOIN, in order (appends only)
+    dimensions: tuple[Dimension, ...] = ()  # one per JOIN, in order
     max_rows: int = 0  # joined rows the patch may come from (the route's row limit)
-    columns: tuple[str, ...] | None = None  # read for a change with deletes; None: all
+    # Read for a change with deletes (join keys included: sql/columns.py); None: all.
+    columns: tuple[str, ...] | None = None
 
     def read(self, cache: AppendedRowsCache) -> tuple[pa.Table, int]:
         """The rows the delta is computed from and the source rows read for them: appended
-        rows (joined with the dimensions; both shared with other MVs through `cache`), or
-        signed rows (a `WEIGHT` column) of a range with deletes."""
+        rows (shared with other MVs through `cache`), or signed rows (a `WEIGHT` column)
+        of a range with deletes; either joined with the dimensions (read through `cache`),
+        each joined row keeping its source row's weight."""
         if self.change.kind != "append-only":
             changed = changed_rows(self.source, self.change, self.columns, self.max_rows)
-            return changed.rows, changed.rows_read
-        appended = appended_rows(self.source, self.change, cache)
+            rows, read = changed.rows, changed.rows_read
+        else:
+            rows = appended_rows(self.source, self.change, cache)
+            read = rows.num_rows
         if not self.dimensions:
-            return appended, appended.num_rows
+            return rows, read
         dimensions = [d.read(cache) for d in self.dimensions]
-        rows = self.delta.select.joined(appended, dimensions)
-        if rows.num_rows > self.max_rows:
-            raise ArrowUnsupportedError(f"{rows.num_rows} joined rows > {self.max_rows}")
-        return rows, appended.num_rows
+        joined = self.delta.select.joined(rows, dimensions)
+        if joined.num_rows > self.max_rows:
+            raise ArrowUnsupportedError(f"{joined.num_rows} joined rows > {self.max_rows}")
+        return joined, read
 
     def patch(self, rows: pa.Table, target: PatchTarget) -> DriverPatch:
         return self.delta.patch(rows, target.table, target.snapshot_id, target.driver_max_rows)
@@ -122,8 +128,6 @@ def arrow_route(
     analysis = plan.analysis
     try:
         dimensions = _dimensions(plan, identifier, join_max_rows)
-        if dimensions and change.kind != "append-only":
-            raise ArrowUnsupportedError(f"{identifier} joined and changed by more than appends")
         schemas = {
             alias: pa.schema([d.schema.as_arrow().field(c) for c in d.columns])
             for alias, d in dimensions.items()

@@ -1,6 +1,6 @@
 """The delta of a filter / projection view, computed in Arrow on the driver.
 
-The change rows (appended rows also joined with unchanged tables: arrow_select.py) pass
+The change rows (appended or signed; joined with unchanged tables: arrow_select.py) pass
 the view's WHERE and are projected by its SELECT list. Appended rows are the rows to
 append to storage, committed by the driver like any small append patch.
 Signed change rows (refresh/changes/arrow_changes.py) are netted on the view's columns

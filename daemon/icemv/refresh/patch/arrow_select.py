@@ -28,6 +28,7 @@ from sqlglot import exp
 
 from icemv.errors import ArrowUnsupportedError
 from icemv.sql.arrow_expr import ArrowExpr, Fields, compile_expr
+from icemv.sql.names import WEIGHT
 
 # SELECT parts the Arrow path evaluates; any other part set sends the view to Spark.
 _PARTS = frozenset({"expressions", "from_", "where", "group", "kind", "joins"})
@@ -76,12 +77,15 @@ class ArrowSelect:
     def compile(self, node: exp.Expr) -> ArrowExpr:
         return compile_expr(node, self.fields)
 
-    def joined(self, appended: pa.Table, dimensions: Sequence[pa.Table]) -> pa.Table:
-        """The appended source rows joined with the unchanged tables (one per join, in
-        order): the rows the WHERE and the SELECT list are evaluated over."""
+    def joined(self, changed: pa.Table, dimensions: Sequence[pa.Table]) -> pa.Table:
+        """The changed source rows joined with the unchanged tables (one per join, in
+        order): the rows the WHERE and the SELECT list are evaluated over. Signed change
+        rows keep their `WEIGHT` column, by that name: each joined row carries the weight
+        of the source row it comes from (the delta of `dsource JOIN t` with `t` unchanged)."""
         if not self.joins:
-            return appended
-        rows = appended.rename_columns([f"{self.prefix}{n}" for n in appended.column_names])
+            return changed
+        names = [n if n == WEIGHT else f"{self.prefix}{n}" for n in changed.column_names]
+        rows = changed.rename_columns(names)
         for join, dimension in zip(self.joins, dimensions, strict=True):
             rows = join.apply(rows, dimension)
         return rows
