@@ -196,6 +196,8 @@ def run_scale(
                     f"spark jobs {len(jobs)}",
                     flush=True,
                 )
+                if incremental.engine_reason:
+                    print(f"      not Arrow: {incremental.engine_reason}", flush=True)
                 if show_jobs:
                     for job in jobs:
                         print(

@@ -168,3 +168,12 @@ def test_chained_walks_keep_the_net_difference(
     net = Counter(gone)
     net.subtract(came)
     assert +net == Counter(deleted) and not -net
+
+
+def test_a_file_whose_first_rows_changed_pairs_by_its_last_row() -> None:
+    old = [_rows(list(range(1000)))]
+    fares = [float(i) + (1 if i < 300 else 0) for i in range(1000)]
+    updated = list(diff_files(list(old), [_rows(list(range(1000)), fares)]))
+    assert _net_of(updated) == (list(range(300)), list(range(300)))
+    deleted = list(diff_files(list(old), [_rows(list(range(300, 1000)))]))
+    assert _net_of(deleted) == (list(range(300)), [])

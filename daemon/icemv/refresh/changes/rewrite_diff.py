@@ -211,10 +211,9 @@ def rewrites(
 ) -> Iterator[tuple[pa.Table, pa.Table]]:
     """Removed and added files' rows without the rows a rewrite kept, per partition: a
     chain of removed files walked against a chain of added ones, each file starting where
-    the other chain's walk stands (its first or second row equal to that row: a rewrite
-    may merge several files into one or split one), the first pair starting alike
-    (`rewrite_diff`'s walk). Any chaining is correct; a good one is cheap. Files no chain
-    takes come whole."""
+    the other chain's walk stands (`_starts_at`: a rewrite may merge several files into
+    one or split one), the first pair starting or ending alike (`rewrite_diff`'s walk).
+    Any chaining is correct; a good one is cheap. Files no chain takes come whole."""
     groups: dict[tuple[int, object], tuple[list[pa.Table], list[pa.Table]]] = {}
     for index, files in enumerate((removed, added)):
         for task, rows in files:
@@ -238,7 +237,8 @@ def diff_files(olds: list[pa.Table], news: list[pa.Table]) -> Iterator[tuple[pa.
     while True:
         start = next(
             ((o, n) for o in range(len(left)) for n in range(len(right))
-             if _starts_at(right[n], left[o], 0) or _starts_at(left[o], right[n], 0)),
+             if _starts_at(right[n], left[o], 0) or _starts_at(left[o], right[n], 0)
+             or _ends_alike(left[o], right[n])),
             None,
         )  # fmt: skip
         if start is None:
@@ -281,3 +281,11 @@ def _starts_at(rows: _Keys, other: _Keys, at: int) -> bool:
         other.find(at, min(START_WINDOW, other.num_rows - at), rows, 0) is not None
         or rows.find(0, min(START_WINDOW, rows.num_rows), other, at) is not None
     )
+
+
+def _ends_alike(old: _Keys, new: _Keys) -> bool:
+    """Whether the files' last rows are identical: a rewrite that changed the first rows
+    of a file (the walk from the start explains them)."""
+    if not old.num_rows or not new.num_rows:
+        return False
+    return old.find(old.num_rows - 1, 1, new, new.num_rows - 1) is not None
