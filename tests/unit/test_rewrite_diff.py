@@ -177,3 +177,13 @@ def test_a_file_whose_first_rows_changed_pairs_by_its_last_row() -> None:
     assert _net_of(updated) == (list(range(300)), list(range(300)))
     deleted = list(diff_files(list(old), [_rows(list(range(300, 1000)))]))
     assert _net_of(deleted) == (list(range(300)), [])
+
+
+def test_periodic_rows_take_the_explanation_the_files_agree_longest_after() -> None:
+    """Rows repeating every 97 (projected columns without a unique one): deleting 50 rows
+    also looks like inserting the 47 before the next period; only the deletion makes the
+    files agree to their end."""
+    ids = [i % 97 for i in range(1000)]
+    kept = ids[:300] + ids[350:]
+    gone, came = rewrite_diff(_rows(ids), _rows(kept))
+    assert (gone.num_rows, came.num_rows) == (50, 0)

@@ -5,18 +5,19 @@ holds the old one's kept rows in their order, updated rows in place, inserted ro
 somewhere. So the two files, read on the same projected columns, are mostly one long
 common sequence. `rewrite_diff` walks both at once: it skips the rows they share at the
 same place (compared a block at a time, the block growing while everything matches), and
-at each difference takes the cheapest explanation a small, growing window shows: rows
-deleted from the old file (its next rows are the new file's), rows inserted into the new
-one, or rows replaced in place. The rows it steps over are returned, old with -1 and new
-with +1 in the caller.
+at each difference takes the explanation a small, growing window shows that the files
+agree longest after (rows that repeat with a period can explain a difference wrongly for
+a while), the fewest rows among equals: rows deleted from the old file (its next rows are
+the new file's), rows inserted into the new one, or rows replaced in place. The rows it
+steps over are returned, old with -1 and new with +1 in the caller.
 
 Any walk is correct: rows are skipped only in identical pairs (on every column, NULL
 equal to NULL, floats by their bits), which net to nothing, and every other row is
 returned. The explanation chosen only decides how many rows are returned (rows that moved
 further than the window come back on both sides, for `cancel_moved` to net). After
 `MAX_STEPS` differences in one pair, or as soon as the rate so far projects more, the
-rest comes back as it is; a column that cannot
-be compared by its bits (nested, dictionary) leaves the pair whole.
+rest comes back as it is; a column that cannot be compared by its bits (nested,
+dictionary) leaves the pair whole.
 """
 
 from __future__ import annotations
@@ -113,11 +114,16 @@ class _Walk:
             block *= 2
         return done
 
+    def _agree_after(self, dropped: int, added: int) -> int:
+        """How many rows the files share after stepping over these (a wrong explanation
+        of periodic rows agrees only for a while, the right one to where they end)."""
+        return _Walk(self.old, self.new, self.i + dropped, self.j + added).common()
+
     def explain(self) -> tuple[int, int]:
         """At a difference: (old rows, new rows) to step over, the fewest a growing window
         explains: a deletion (old rows until one equals the new row), an insertion, or a
-        replacement (aligned rows until they match again); when none, one row each of a
-        small rest, else the rest of both."""
+        replacement (aligned rows until they match again), the one the files agree longest
+        after; when none, one row each of a small rest, else the rest of both."""
         old, new, i, j = self.old, self.new, self.i, self.j
         left, right = old.num_rows - i, new.num_rows - j
         window = FIRST_WINDOW
@@ -134,8 +140,8 @@ class _Walk:
             replaced = _first(old.aligned(i, new, j, aligned), True) if aligned else None
             if replaced is not None:
                 found.append((replaced, replaced))
-            if found:
-                return min(found, key=sum)
+            if found:  # the one after which the files agree longest, then the fewest rows
+                return max(found, key=lambda step: (self._agree_after(*step), -sum(step)))
             if size >= max(left, right):  # nothing left explains it
                 return (1, 1) if size <= SMALL_REST else (left, right)
             if window >= MAX_WINDOW:  # not a rewrite in order: the rest as it is
