@@ -115,9 +115,12 @@ def test_three_replicas_attempt_each_mv_once_per_change_and_take_over_a_stopped_
     for mv, (sql, _) in specs.items():
         create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental"})
     mvs = sorted(specs)
+    # A generous session: three daemons and Spark share this process and the 2-core box,
+    # and a heartbeat starved for a few seconds must not reshuffle the group mid-count.
+    # A stopped replica leaves the group at once, so the take-over does not wait for it.
     config = daemon_config(
         test_config,
-        kafka=kafka_settings(kafka_broker, topic),
+        kafka={**kafka_settings(kafka_broker, topic), "session_timeout_ms": 30_000},
         polling={"interval_seconds": 600},  # polls are run by hand below, all at once
         refresh={"coalesce_seconds": 0.5},
     )
