@@ -39,6 +39,11 @@ def load_iceberg_table(spark: SparkSession, name: str) -> Any:
     )
 
 
+def format_version(table: Any) -> int:
+    """The Iceberg format version of a Java `Table`."""
+    return int(table.operations().current().formatVersion())
+
+
 def referenced_data_file(spark: SparkSession, delete_file: Any) -> str | None:
     """The one data file a position-delete file applies to, if its metadata says so."""
     location = _jvm(spark).org.apache.iceberg.util.ContentFileUtil.referencedDataFileLocation(
@@ -60,6 +65,28 @@ def stage_scan_tasks(spark: SparkSession, table: Any, set_id: str, tasks: Iterab
     if not staged.isEmpty():
         jvm.org.apache.iceberg.spark.ScanTaskSetManager.get().stageTasks(table, set_id, staged)
     return int(staged.size())
+
+
+def values_filter(spark: SparkSession, values: Mapping[str, Iterable[object]]) -> Any:
+    """An Iceberg expression true where every named column holds one of its values
+    (None: NULL), for planning a scan: Iceberg skips the data files, and Parquet readers
+    the row groups, whose column bounds and null counts rule all of them out."""
+    jvm = _jvm(spark)
+    expressions = jvm.org.apache.iceberg.expressions.Expressions
+    and_, or_, in_ = (getattr(expressions, n) for n in ("and", "or", "in"))  # Python keywords
+    result = expressions.alwaysTrue()
+    for column, column_values in values.items():
+        present = jvm.java.util.ArrayList()
+        term = expressions.alwaysFalse()
+        for value in column_values:
+            if value is None:
+                term = expressions.isNull(column)
+            else:
+                present.add(value)
+        if not present.isEmpty():
+            term = or_(term, in_(column, present))
+        result = and_(result, term)
+    return result
 
 
 def remove_scan_tasks(spark: SparkSession, table: Any, set_id: str) -> None:

@@ -6,8 +6,10 @@ change read (refresh/changes/reader.py) scans, per moved source:
   - otherwise: every data file the range added (at the new snapshot) and removed (at the
     old one), files both added and removed in the range not at all; the data files that
     new position deletes name (each counted at the table's mean file size; all data files
-    when a delete file does not name exactly one); every data file for an equality delete;
-    and each file a deletion vector hits twice (old and new), plus the delete files.
+    when a delete file does not name exactly one); for each equality delete the data files
+    its values may be in (refresh/changes/pushdown.py; every data file when its values are
+    not pushed down); and each file a deletion vector hits twice (old and new), plus the
+    delete files.
 A full recompute scans every source of the view at its pinned snapshot. Both sides read
 the same projected columns, so rows compare like for like. The incremental path costs
 more per row (weights, the delta query, cancelling moved rows): `refresh.auto_cost_factor`
@@ -41,6 +43,9 @@ class TouchedFiles:
     removed: Mapping[str, int] = field(default_factory=dict)
     position_deletes: tuple[PositionDeletes, ...] = ()
     equality_delete_records: tuple[int, ...] = ()  # one per equality-delete file
+    # Records of the data files those deletes' values may be in, summed over the deletes;
+    # None: some delete's values are not pushed down (it reads every data file).
+    equality_scan_records: int | None = None
     vectors: int = 0  # deletion vectors (Puffin), one data file each
     # The table before the range: what unnamed deletes may hit.
     old_records: int = 0
@@ -62,7 +67,9 @@ def change_read_rows(touched: TouchedFiles) -> int:
             hit = len({d.target for d in deletes} - whole.keys()) * mean_file
         rows += int(min(hit, touched.old_records))
     if touched.equality_delete_records:
-        rows += sum(touched.equality_delete_records) + touched.old_records
+        scan = touched.equality_scan_records
+        rows += sum(touched.equality_delete_records)
+        rows += touched.old_records if scan is None else scan
     rows += int(2 * touched.vectors * mean_file)
     return rows
 

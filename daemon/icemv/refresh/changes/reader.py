@@ -6,7 +6,9 @@ delete files. Any other range is read from the snapshots' manifests:
   +1  rows of data files added in the range, read at the new snapshot;
   -1  rows of data files removed in the range, read at the old snapshot;
   -1  rows at the positions that new position-delete files name, read at the old snapshot;
-  -1  rows of older data files in an equality delete's partition that match its rows.
+  -1  rows of older data files in an equality delete's partition that match its rows;
+      a small delete's values are pushed into that read as a filter (`values_filter`),
+      so only the files and row groups whose column bounds allow them are read.
 Files are read exactly (Iceberg scan task sets, as the rewrite procedures use), with all
 deletes applied. Rows that a rewrite (copy-on-write, compaction) merely moved appear once
 with each sign and cancel in the weighted delta; the cost follows the touched files, not
@@ -31,19 +33,26 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from icemv.engine.jvm import (
+    format_version,
     load_iceberg_table,
     referenced_data_file,
     remove_scan_tasks,
     stage_scan_tasks,
+    values_filter,
 )
 from icemv.identifiers import quote_part
 from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.changes.pushdown import PUSHDOWN_MAX_ROWS
 from icemv.sql.columns import ALL, ChangeRead
 from icemv.sql.names import WEIGHT
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
+
+
+# The Iceberg types of refresh/changes/pushdown.py's `PUSHDOWN_TYPES`, in Java.
+_PUSHDOWN_TYPE_IDS = frozenset({"INTEGER", "LONG", "STRING"})
 
 
 @dataclass(frozen=True)
@@ -53,15 +62,21 @@ class _EqualityDelete:
     columns: tuple[str, ...]
     spec_id: int
     partition: str | None  # None: unpartitioned, applies to every data file
+    pushable: bool  # few enough rows, of types a filter carries
 
 
 def _equality_delete(table: Any, delete: Any, file_format: str) -> _EqualityDelete:
     schema = table.schema()
-    columns = tuple(str(schema.findColumnName(field_id)) for field_id in delete.equalityFieldIds())
+    field_ids = list(delete.equalityFieldIds())
+    columns = tuple(str(schema.findColumnName(field_id)) for field_id in field_ids)
     spec = table.specs().get(delete.specId())
     partition = None if spec.isUnpartitioned() else str(spec.partitionToPath(delete.partition()))
+    pushable = int(delete.recordCount()) <= PUSHDOWN_MAX_ROWS and all(
+        str(schema.findType(field_id).typeId().toString()) in _PUSHDOWN_TYPE_IDS
+        for field_id in field_ids
+    )
     return _EqualityDelete(
-        str(delete.location()), file_format, columns, int(delete.specId()), partition
+        str(delete.location()), file_format, columns, int(delete.specId()), partition, pushable
     )
 
 
@@ -124,21 +139,31 @@ class ChangeReader:
         if touched.removed:
             removed = self._read(table, name, old, touched.removed, read)
             parts.append(removed.withColumn(WEIGHT, lit(-1)))
-        live_before = touched.removed | touched.added  # handled whole, above
+        # Handled whole: above, and by the deletion vectors' diff below.
+        live_before = touched.removed | touched.added | touched.vector_hit
         before = _Before(table, name, old, read)
+        # A row two deletes remove (by position and by equality, or by two equality
+        # deletes) goes once: told apart by its position, or on format v3 by its row id
+        # (scan task set reads there carry the row lineage columns, not `_file`, `_pos`).
+        several = bool(touched.position_delete_files) + len(touched.equality_deletes) > 1
+        identity = ("_row_id",) if format_version(table) >= 3 else ("_file", "_pos")
         deleted = [
             frame
             for frame in (
                 self._position_deleted(before, touched, live_before),
-                *self._equality_deleted(before, touched, live_before),
+                *self._equality_deleted(before, touched, live_before, identity if several else ()),
             )
             if frame is not None
         ]
         if deleted:
-            rows = _union(deleted)
-            if len(deleted) > 1:  # a row deleted both by position and by equality goes once
-                rows = rows.dropDuplicates(["_file", "_pos"])
-            rows = rows.select(*_columns(parts[0].drop(WEIGHT).columns))
+            columns = parts[0].drop(WEIGHT).columns
+            if len(deleted) > 1:  # (each frame holds its delete's columns too)
+                kept = _columns((*columns, *identity))
+                rows = _union([frame.select(*kept) for frame in deleted])
+                rows = rows.dropDuplicates(list(identity))
+            else:
+                rows = deleted[0]
+            rows = rows.select(*_columns(columns))
             parts.append(rows.withColumn(WEIGHT, lit(-1)))
         if touched.vector_hit:
             hit = touched.vector_hit - touched.removed - touched.added
@@ -186,23 +211,28 @@ class ChangeReader:
             "left_semi",
         )
 
-    def _equality_deleted(self, old: _Before, touched: _Touched, skip: set[str]) -> list[DataFrame]:
-        """Old rows whose equality columns match a new equality-delete row (null-safe).
+    def _equality_deleted(
+        self, old: _Before, touched: _Touched, skip: set[str], identity: tuple[str, ...]
+    ) -> list[DataFrame]:
+        """Old rows whose equality columns match a new equality-delete row (null-safe),
+        with the `identity` columns.
 
         Candidates are the data files live before, in the delete's partition (all of them
-        for an unpartitioned delete): older data files are exactly what it applies to.
+        for an unpartitioned delete): older data files are exactly what it applies to. A
+        pushable delete's values also filter the candidates and their row groups.
         """
         from pyspark.sql.functions import col
 
         frames = []
         for delete in touched.equality_deletes:
-            candidates = self._files_in_partition(old.table, old.snapshot_id, delete) - skip
-            if not candidates:
-                continue
             keys = self._spark.read.format(delete.file_format).load(delete.location)
             keys = keys.select(
                 *[col(c).alias(f"__icemv_eq_{i}") for i, c in enumerate(delete.columns)]
             )
+            pushed = self._pushed(delete, keys) if delete.pushable else None
+            candidates = self._candidates(old.table, old.snapshot_id, delete, pushed) - skip
+            if not candidates:
+                continue
             kept = old.read.columns
             missing = () if kept is None else tuple(c for c in delete.columns if c not in kept)
             rows = self._read(
@@ -211,7 +241,8 @@ class ChangeReader:
                 old.snapshot_id,
                 candidates,
                 old.read,
-                ("_file", "_pos", *missing),
+                (*identity, *missing),
+                pushed,
             )
             match = reduce(
                 lambda a, b: a & b,
@@ -220,15 +251,22 @@ class ChangeReader:
             frames.append(rows.join(keys.hint("broadcast"), match, "left_semi"))
         return frames
 
-    def _files_in_partition(
-        self, table: Any, snapshot_id: int | None, delete: _EqualityDelete
+    def _pushed(self, delete: _EqualityDelete, keys: DataFrame) -> Any:
+        """The delete's values as an Iceberg filter on its columns (a small read)."""
+        rows = keys.distinct().collect()
+        values = {c: {row[i] for row in rows} for i, c in enumerate(delete.columns)}
+        return values_filter(self._spark, values)
+
+    def _candidates(
+        self, table: Any, snapshot_id: int | None, delete: _EqualityDelete, row_filter: Any
     ) -> set[str]:
+        """Data files at the snapshot in the delete's partition that `row_filter` (None:
+        no filter) may match, by their column bounds."""
         if snapshot_id is None:
             return set()
         files = set()
-        iterator = table.newScan().useSnapshot(snapshot_id).planFiles().iterator()
-        while iterator.hasNext():
-            data = iterator.next().file()
+        for task in _plan(table, snapshot_id, row_filter):
+            data = task.file()
             if delete.partition is None or (
                 int(data.specId()) == delete.spec_id
                 and str(table.specs().get(data.specId()).partitionToPath(data.partition()))
@@ -283,14 +321,16 @@ class ChangeReader:
         files: set[str],
         read: ChangeRead,
         extra: tuple[str, ...] = (),
+        row_filter: Any = None,
     ) -> DataFrame:
-        """Rows of `files` at the snapshot, as `read` asks, with the `extra` columns."""
+        """Rows of `files` at the snapshot, as `read` asks, with the `extra` columns.
+
+        `row_filter` (an Iceberg expression) lets the readers skip row groups it rules
+        out; rows of the groups read are not filtered by it."""
         if snapshot_id is None or not files:
             return _shaped(self._spark.table(name), read, extra).limit(0)
         tasks = []
-        iterator = table.newScan().useSnapshot(snapshot_id).planFiles().iterator()
-        while iterator.hasNext():
-            task = iterator.next()
+        for task in _plan(table, snapshot_id, row_filter):
             if str(task.file().location()) in files:
                 tasks.append(task)
                 self.records_scanned += int(task.file().recordCount())
@@ -300,6 +340,16 @@ class ChangeReader:
         self._staged.append((table, set_id))
         rows = self._spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
         return _shaped(rows, read, extra)
+
+
+def _plan(table: Any, snapshot_id: int, row_filter: Any) -> Iterator[Any]:
+    """The file scan tasks of the table at the snapshot, pruned by `row_filter` if any."""
+    scan = table.newScan().useSnapshot(snapshot_id)
+    if row_filter is not None:
+        scan = scan.filter(row_filter)
+    iterator = scan.planFiles().iterator()
+    while iterator.hasNext():
+        yield iterator.next()
 
 
 def _columns(names: Iterable[str]) -> list[Column]:
