@@ -49,6 +49,7 @@ from icemv.refresh.plan import plan_refresh
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from tests.benchmarks.chart import refresh_chart
+from tests.support.tables import equality_delete_ids
 
 SHAPES = {
     "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",
@@ -84,6 +85,8 @@ DELTAS = [
     ("delete 0.1%", "delete", 0.001),
     ("scattered delete 0.1%", "scattered", 0.001),
     ("update 0.1%", "update", 0.001),
+    # As a Flink upsert writes: an equality-delete file naming 0.1 % of the ids, in order.
+    ("equality delete 0.1%", "equality", 0.001),
 ]
 ROW_EXPR = [
     "id",
@@ -270,6 +273,10 @@ def _apply_delta(
         return next_id + count
     if kind == "scattered":  # one row in a thousand: every data file
         spark.sql(f"DELETE FROM {base} WHERE id % 1000 = {7 + run}")
+        return next_id
+    if kind == "equality":
+        low = rows // 4 + run * 2 * count
+        equality_delete_ids(lakehouse, base, "id", range(low, low + count))
         return next_id
     low = (rows // 3 if kind == "delete" else rows // 2) + run * 2 * count
     if kind == "delete":

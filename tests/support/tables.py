@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -91,3 +92,34 @@ def equality_delete(
         writer.write(record)
     writer.close()
     table.newRowDelta().addDeletes(writer.toDeleteFile()).commit()
+
+
+def equality_delete_ids(lakehouse: Lakehouse, quoted: str, column: str, ids: range) -> None:
+    """Commit an equality-delete file on a BIGINT column naming `ids` (as a Flink upsert
+    writes): written with pyarrow (the field id in the Parquet schema, as Iceberg reads
+    it), added with Iceberg's Java API. Local warehouses only."""
+    import pyarrow.parquet as pq
+
+    spark = lakehouse.spark
+    jvm: Any = spark.sparkContext._jvm
+    gateway: Any = spark.sparkContext._gateway
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, quoted)
+    field_id = int(table.schema().findField(column).fieldId())
+    path = str(table.locationProvider().newDataLocation(f"eq-delete-{uuid.uuid4().hex}.parquet"))
+    local = Path(path.removeprefix("file:"))
+    local.parent.mkdir(parents=True, exist_ok=True)
+    field = pa.field(column, pa.int64(), metadata={b"PARQUET:field_id": str(field_id).encode()})
+    values = pa.array(ids, pa.int64())
+    pq.write_table(pa.Table.from_arrays([values], schema=pa.schema([field])), str(local))
+    field_ids = gateway.new_array(jvm.int, 1)
+    field_ids[0] = field_id
+    delete = (
+        jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec())
+        .ofEqualityDeletes(field_ids)
+        .withPath(path)
+        .withFormat("parquet")
+        .withFileSizeInBytes(local.stat().st_size)
+        .withRecordCount(len(ids))
+        .build()
+    )
+    table.newRowDelta().addDeletes(delete).commit()

@@ -12,7 +12,7 @@ properties to commits made by SQL statements on the calling JVM thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -67,24 +67,31 @@ def stage_scan_tasks(spark: SparkSession, table: Any, set_id: str, tasks: Iterab
     return int(staged.size())
 
 
-def values_filter(spark: SparkSession, values: Mapping[str, Iterable[object]]) -> Any:
-    """An Iceberg expression true where every named column holds one of its values
-    (None: NULL), for planning a scan: Iceberg skips the data files, and Parquet readers
-    the row groups, whose column bounds and null counts rule all of them out."""
+# Per column: whether NULL matches, the values that match, the (low, high) ranges that do.
+ColumnFilter = tuple[bool, Sequence[object], Sequence[tuple[object, object]]]
+
+
+def values_filter(spark: SparkSession, columns: Mapping[str, ColumnFilter]) -> Any:
+    """An Iceberg expression true where every named column matches its filter, for
+    planning a scan: Iceberg skips the data files, and Parquet readers the row groups,
+    whose column bounds and null counts rule it out."""
     jvm = _jvm(spark)
     expressions = jvm.org.apache.iceberg.expressions.Expressions
     and_, or_, in_ = (getattr(expressions, n) for n in ("and", "or", "in"))  # Python keywords
     result = expressions.alwaysTrue()
-    for column, column_values in values.items():
-        present = jvm.java.util.ArrayList()
-        term = expressions.alwaysFalse()
-        for value in column_values:
-            if value is None:
-                term = expressions.isNull(column)
-            else:
-                present.add(value)
-        if not present.isEmpty():
-            term = or_(term, in_(column, present))
+    for column, (null, values, ranges) in columns.items():
+        term = expressions.isNull(column) if null else expressions.alwaysFalse()
+        if values:
+            listed = jvm.java.util.ArrayList()
+            for value in values:
+                listed.add(value)
+            term = or_(term, in_(column, listed))
+        for low, high in ranges:
+            between = and_(
+                expressions.greaterThanOrEqual(column, low),
+                expressions.lessThanOrEqual(column, high),
+            )
+            term = or_(term, between)
         result = and_(result, term)
     return result
 

@@ -4,6 +4,9 @@ An equality delete names key values. The Spark change read (refresh/changes/read
 matches them against the data files live before the range; a small delete on integer or
 string columns is also pushed into that read as a filter on its values, so Iceberg plans
 only the files, and Parquet reads only the row groups, whose column bounds allow them.
+Iceberg's metrics evaluators take an IN list of more than `IN_LIMIT` values as "might
+match", so more values are pushed as at most `RANGES` value ranges, cut at the widest gaps
+between the sorted integers (one range for strings): exact enough for keys that cluster.
 Policy `auto` weighs the same read: `equality_scan_records` reads the small delete file
 on the driver and sums the records of the data files its values may be in, from the
 manifests' column bounds (pyiceberg's planner), before anything is read with Spark.
@@ -11,8 +14,19 @@ manifests' column bounds (pyiceberg's planner), before anything is read with Spa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow.parquet as pq
-from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, In, IsNull, Or
+from pyiceberg.expressions import (
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    GreaterThanOrEqual,
+    In,
+    IsNull,
+    LessThanOrEqual,
+    Or,
+)
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.table import ManifestGroupPlanner, Table
 from pyiceberg.types import IntegerType, LongType, StringType
@@ -20,8 +34,37 @@ from pyiceberg.types import IntegerType, LongType, StringType
 # An equality delete of at most this many rows, on columns of these types, is pushed down;
 # a larger one (or one on other types, whose values py4j does not carry as Iceberg
 # literals) is matched against every data file it applies to, whole.
-PUSHDOWN_MAX_ROWS = 1000
+PUSHDOWN_MAX_ROWS = 100_000
 PUSHDOWN_TYPES = (IntegerType, LongType, StringType)
+IN_LIMIT = 200  # Iceberg's (Java and pyiceberg) `IN_PREDICATE_LIMIT`
+RANGES = 16
+
+
+@dataclass(frozen=True)
+class ColumnValues:
+    """What rows of one column the filter keeps: NULL, these values, or these ranges."""
+
+    null: bool
+    values: tuple[object, ...] = ()  # at most IN_LIMIT
+    ranges: tuple[tuple[object, object], ...] = ()  # (low, high), both included
+
+
+def column_values(values: set[object]) -> ColumnValues:
+    """The filter of one column's values (None: NULL), in terms the evaluators prune by."""
+    present = sorted(v for v in values if v is not None)  # type: ignore[type-var]
+    null = len(present) < len(values)
+    if len(present) <= IN_LIMIT:
+        return ColumnValues(null, tuple(present))
+    if not all(isinstance(v, int) for v in present):
+        return ColumnValues(null, ranges=((present[0], present[-1]),))
+    integers: list[int] = present  # type: ignore[assignment]
+    gaps = [i for i in range(1, len(integers)) if integers[i] - integers[i - 1] > 1]
+    gaps.sort(key=lambda i: integers[i] - integers[i - 1])
+    cuts = sorted(gaps[-(RANGES - 1) :]) if gaps else []
+    starts, ends = [0, *cuts], [*cuts, len(present)]
+    return ColumnValues(
+        null, ranges=tuple((present[a], present[b - 1]) for a, b in zip(starts, ends, strict=True))
+    )
 
 
 def pushable(table: Table, delete: DataFile) -> bool:
@@ -35,15 +78,24 @@ def pushable(table: Table, delete: DataFile) -> bool:
 
 
 def values_filter(values: dict[str, set[object]]) -> BooleanExpression:
-    """True where every named column holds one of its values (None: NULL); each column
-    has at least one."""
+    """True where every named column holds one of its values (None: NULL), or lies in the
+    ranges that stand for them (`column_values`); each column has at least one."""
     result: BooleanExpression = AlwaysTrue()
-    for column, column_values in values.items():
-        present = {v for v in column_values if v is not None}
-        terms: list[BooleanExpression] = [IsNull(term=column)] if None in column_values else []
-        if present:
-            terms.append(In(term=column, literals=present))
-        result = And(result, terms[0] if len(terms) == 1 else Or(*terms))
+    for column, column_value_set in values.items():
+        kept = column_values(column_value_set)
+        terms: list[BooleanExpression] = [IsNull(term=column)] if kept.null else []
+        if kept.values:
+            terms.append(In(term=column, literals=set(kept.values)))
+        terms += [
+            And(
+                GreaterThanOrEqual(term=column, value=low), LessThanOrEqual(term=column, value=high)
+            )
+            for low, high in kept.ranges
+        ]
+        term = terms[0]
+        for other in terms[1:]:
+            term = Or(term, other)
+        result = And(result, term)
     return result
 
 

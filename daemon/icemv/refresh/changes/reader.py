@@ -42,7 +42,7 @@ from icemv.engine.jvm import (
 )
 from icemv.identifiers import quote_part
 from icemv.refresh.changes.classify import SourceChange
-from icemv.refresh.changes.pushdown import PUSHDOWN_MAX_ROWS
+from icemv.refresh.changes.pushdown import PUSHDOWN_MAX_ROWS, column_values
 from icemv.sql.columns import ALL, ChangeRead
 from icemv.sql.names import WEIGHT
 
@@ -254,8 +254,11 @@ class ChangeReader:
     def _pushed(self, delete: _EqualityDelete, keys: DataFrame) -> Any:
         """The delete's values as an Iceberg filter on its columns (a small read)."""
         rows = keys.distinct().collect()
-        values = {c: {row[i] for row in rows} for i, c in enumerate(delete.columns)}
-        return values_filter(self._spark, values)
+        filters = {}
+        for i, column in enumerate(delete.columns):
+            kept = column_values({row[i] for row in rows})
+            filters[column] = (kept.null, kept.values, kept.ranges)
+        return values_filter(self._spark, filters)
 
     def _candidates(
         self, table: Any, snapshot_id: int | None, delete: _EqualityDelete, row_filter: Any
