@@ -27,7 +27,7 @@ ArrowUnsupportedError: Spark reads those.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -90,10 +90,19 @@ def row_groups_for(
 
 
 def changed_rows(
-    table: Table, change: SourceChange, columns: Sequence[str] | None, max_rows: int
+    table: Table,
+    change: SourceChange,
+    columns: Sequence[str] | None,
+    max_rows: int,
+    keep: Callable[[pa.Table], pa.Table] | None = None,
 ) -> ChangedRows:
     """The range's weighted rows of `columns` (None: all), under its pinned schema;
-    ArrowUnsupportedError past `max_rows` of them."""
+    ArrowUnsupportedError past `max_rows` of them.
+
+    `keep`: the rows the view's WHERE keeps (over `columns`), taken from each file read
+    before anything else: a multiset difference of kept rows is the kept rows of the
+    difference, and keeping rows keeps their order, which the rewrite diff follows."""
+    kept = keep or (lambda rows: rows)
     schema = read_schema(table, change)
     if columns is not None:  # at least one column: the rows are counted by it
         schema = schema.select(*(columns or (schema.fields[0].name,)))
@@ -114,7 +123,7 @@ def changed_rows(
     every = [*chosen[1], *chosen[-1]]
     read += sum(t.file.record_count for t in every)
     with ThreadPoolExecutor(max_workers=_READERS) as pool:  # pyarrow decodes without the GIL
-        tables = iter(list(pool.map(lambda t: _conform(scan.to_table([t]), target), every)))
+        tables = iter(list(pool.map(lambda t: kept(_conform(scan.to_table([t]), target)), every)))
     whole = {weight: [(t, next(tables)) for t in tasks] for weight, tasks in chosen.items()}
     for gone, came in rewrites(whole[-1], whole[1]):
         parts.append(_weighted(gone, -1))
@@ -129,7 +138,7 @@ def changed_rows(
         deleted = after.filter(pc.invert(pc.is_in(after, value_set=before)))
         if len(deleted):
             rows, scanned = _rows_at(table.io, path, deleted.to_pylist(), schema)
-            parts.append(_weighted(_conform(rows, target), -1))
+            parts.append(_weighted(kept(_conform(rows, target)), -1))
             read += scanned
     weighted = target.append(pa.field(WEIGHT, pa.int32(), nullable=False))
     if not parts:

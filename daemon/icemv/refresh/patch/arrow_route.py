@@ -79,7 +79,9 @@ class ArrowRoute:
         of a range with deletes; either joined with the dimensions (read through `cache`),
         each joined row keeping its source row's weight."""
         if self.change.kind != "append-only":
-            changed = changed_rows(self.source, self.change, self.columns, self.max_rows)
+            # One table: the WHERE is over its columns, and is applied to each file read.
+            keep = None if self.dimensions else self.delta.select.filtered
+            changed = changed_rows(self.source, self.change, self.columns, self.max_rows, keep)
             rows, read = changed.rows, changed.rows_read
         else:
             rows = appended_rows(self.source, self.change, cache)
