@@ -26,7 +26,7 @@ ArrowUnsupportedError: Spark reads those.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,9 +38,15 @@ import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestEntryStatus
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+)
 from pyiceberg.schema import Schema
-from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table import FileScanTask, ManifestGroupPlanner, Table
 from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
 from pyiceberg.table.puffin import PuffinFile
 
@@ -76,17 +82,18 @@ def row_groups_for(
     ends = list(accumulate(group_rows))
     if positions and (positions[0] < 0 or positions[-1] >= (ends[-1] if ends else 0)):
         raise ArrowUnsupportedError("a deleted position beyond its data file's rows")
+    at = pa.array(positions, pa.int64())
     groups: list[int] = []
-    offsets: list[int] = []
-    read = 0  # rows of the chosen groups before the current one
-    for position in positions:
-        group = bisect_right(ends, position)
-        if not groups or groups[-1] != group:
-            if groups:
-                read += group_rows[groups[-1]]
+    offsets: list[pa.Array] = []
+    read = lo = 0  # rows of the chosen groups so far; the first position not placed
+    for group, (rows, end) in enumerate(zip(group_rows, ends, strict=True)):
+        hi = bisect_left(positions, end, lo)
+        if hi > lo:  # positions lo..hi-1 fall in this group: shifted as one array
             groups.append(group)
-        offsets.append(read + position - (ends[group] - group_rows[group]))
-    return groups, offsets
+            offsets.append(pc.add(at[lo:hi], read - (end - rows)))
+            read += rows
+        lo = hi
+    return groups, pa.chunked_array(offsets, pa.int64()).to_pylist()
 
 
 def changed_rows(
@@ -110,9 +117,10 @@ def changed_rows(
     found = _range_files(table, change)
     moved = found.added & found.removed  # added and removed within the range
     added, removed = found.added - moved, found.removed - moved
-    old = _tasks(table, change.old_snapshot_id)
-    new = _tasks(table, change.new_snapshot_id)
     reader = _DeleteReader(table.io)
+    hit = reader.targets(found.deletes) - added - removed - moved
+    old = _tasks(table, change.old_snapshot_id, removed | hit)
+    new = _tasks(table, change.new_snapshot_id, added | hit)
     parts: list[pa.Table] = []
     read = 0
     scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
@@ -128,7 +136,7 @@ def changed_rows(
     for gone, came in rewrites(whole[-1], whole[1]):
         parts.append(_weighted(gone, -1))
         parts.append(_weighted(came, 1))
-    for path in sorted(reader.targets(found.deletes) - added - removed - moved):
+    for path in sorted(hit):
         if path not in old or path not in new:
             continue  # not live at one end: its rows are read whole above, or never were
         before = reader.positions(path, old[path].delete_files)
@@ -170,12 +178,21 @@ def _range_files(table: Table, change: SourceChange) -> _Range:
     return found
 
 
-def _tasks(table: Table, snapshot_id: int | None) -> dict[str, FileScanTask]:
-    """Every data file live at the snapshot, with the delete files that apply to it."""
-    if snapshot_id is None:
+def _tasks(table: Table, snapshot_id: int | None, wanted: set[str]) -> dict[str, FileScanTask]:
+    """The `wanted` data files live at the snapshot, with the delete files that apply to
+    them (pyiceberg's planner, as `DataScan.plan_files` runs it, building tasks for those
+    files only: a big table's others are skipped once their manifest entry is read)."""
+    snapshot = None if snapshot_id is None else table.snapshot_by_id(snapshot_id)
+    if snapshot is None or not wanted:
         return {}
+
+    def kept(entry: ManifestEntry) -> bool:
+        data = entry.data_file
+        return data.content != DataFileContent.DATA or data.file_path in wanted
+
     try:
-        tasks = table.scan(snapshot_id=snapshot_id).plan_files()
+        planner = ManifestGroupPlanner(table.metadata, table.io)
+        tasks = planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=kept)
         return {task.file.file_path: task for task in tasks}
     except (ValueError, NotImplementedError) as exc:  # e.g. an older equality delete
         raise ArrowUnsupportedError(f"pyiceberg cannot plan snapshot {snapshot_id}: {exc}") from exc
