@@ -188,9 +188,10 @@ def test_equality_deletes_are_incremental(lakehouse: Lakehouse, namespace: str, 
 def test_a_small_equality_delete_reads_only_the_files_its_values_may_be_in(
     lakehouse: Lakehouse, namespace: str, version: int
 ) -> None:
-    """Four data files, one vendor each: the delete's values are pushed into the read, so
-    the refresh reads only the files whose column bounds allow them (format v2 and v3),
-    and `auto` weighs that read, not the whole table's."""
+    """Four data files, one vendor each: the delete's values are pushed into Spark's read
+    (the Arrow path off), so the refresh reads only the files whose column bounds allow
+    them (format v2 and v3); and `auto` weighs that read, not the whole table's, and
+    takes the Arrow path, which applies equality deletes itself."""
     trips = _trips(lakehouse, namespace)
     lakehouse.spark.sql(
         f"CREATE TABLE {trips} (id BIGINT, vendor STRING, fare DOUBLE, day DATE, zone STRING) "
@@ -206,12 +207,20 @@ def test_a_small_equality_delete_reads_only_the_files_its_values_may_be_in(
         create_mv(lakehouse, mv, SHAPES["count-sum"], properties={"icemv.refresh-policy": policy})
         refresh_mv(lakehouse, mv)
 
+    config = lakehouse.config
+    spark_only = Lakehouse(
+        config.model_copy(
+            update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 0})}
+        )
+    )
+
     def refresh_both(rows_read: int) -> None:
-        result = refresh_mv(lakehouse, mv_id)
+        result = refresh_mv(spark_only, mv_id)
         assert (result.mode, result.source_rows_read) == ("incremental", rows_read), result
         # `auto` weighs ~rows_read + the delete's rows, less than the 40 rows of a full scan
         # (weighing every data file, as before the pushdown, it recomputed fully).
-        assert refresh_mv(lakehouse, auto_id).mode == "incremental"
+        result = refresh_mv(lakehouse, auto_id)
+        assert (result.mode, result.engine) == ("incremental", "arrow"), result
         assert_matches_oracle(lakehouse, mv_id)
         assert_matches_oracle(lakehouse, auto_id)
 
@@ -227,8 +236,10 @@ def test_a_small_equality_delete_reads_only_the_files_its_values_may_be_in(
     lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 11")
     equality_delete(lakehouse, namespace, "vendor", ["b", "d"])
     equality_delete(lakehouse, namespace, "zone", ["z4", "z7"])
-    assert refresh_mv(lakehouse, mv_id).mode == "incremental"
+    assert refresh_mv(spark_only, mv_id).mode == "incremental"
     assert_matches_oracle(lakehouse, mv_id)
+    assert refresh_mv(lakehouse, auto_id).engine == "arrow"
+    assert_matches_oracle(lakehouse, auto_id)
 
 
 @pytest.mark.parametrize("storage_writes", ["driver", "spark"])

@@ -65,7 +65,11 @@ def append_trips(
 
 
 def equality_delete(
-    lakehouse: Lakehouse, namespace: str, column: str, values: list[str | None], name: str = "trips"
+    lakehouse: Lakehouse,
+    namespace: str,
+    column: str,
+    values: list[str | float | None],
+    name: str = "trips",
 ) -> None:
     """Commit an equality-delete file (as Flink upserts write), through Iceberg's Java API."""
     spark = lakehouse.spark

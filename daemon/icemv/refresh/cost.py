@@ -82,10 +82,11 @@ ARROW_SCAN_SHARE = 0.1
 
 
 def arrow_scan_rows(touched: TouchedFiles) -> tuple[int, int]:
-    """What the Arrow change read scans of a range without equality deletes: the rows of
-    the whole data files added and removed plus the positions deletes name, and the rows
-    of the data files deletes hit (at most those files whole: only their row groups
-    holding the positions are read)."""
+    """What the Arrow change read scans of a range whose equality deletes (if any) are
+    pushed down: the rows of the whole data files added and removed plus the positions
+    deletes name, and the rows of the data files deletes hit (at most those files whole:
+    only their row groups holding the positions are read; the key column of the files an
+    equality delete's values may be in)."""
     moved = touched.added.keys() & touched.removed.keys()
     whole = {p: n for p, n in (*touched.added.items(), *touched.removed.items()) if p not in moved}
     rows = sum(whole.values()) + sum(d.records for d in touched.position_deletes)
@@ -95,15 +96,19 @@ def arrow_scan_rows(touched: TouchedFiles) -> tuple[int, int]:
     else:
         named = {d.target for d in touched.position_deletes} - whole.keys()
         hit = (len(named) + touched.vectors) * mean_file
+    if touched.equality_delete_records:
+        rows += sum(touched.equality_delete_records)
+        hit += touched.old_records if touched.equality_scan_records is None else 0
+        hit += touched.equality_scan_records or 0
     return rows, int(min(hit, touched.old_records))
 
 
 def arrow_read_rows(touched: TouchedFiles) -> int:
     """Rows the Arrow change read (refresh/changes/arrow_changes.py) costs, in full-scan
     rows: what it scans (`arrow_scan_rows`) at `ARROW_SCAN_SHARE`, the positions deletes
-    name whole. The Arrow read refuses equality deletes (Spark reads them): a range with
-    them costs Spark's read."""
-    if touched.equality_delete_records:
+    name whole. A range with equality deletes not pushed down costs Spark's read (the
+    Arrow route refuses them)."""
+    if touched.equality_delete_records and touched.equality_scan_records is None:
         return change_read_rows(touched)
     rows, hit = arrow_scan_rows(touched)
     return int((rows + hit) * ARROW_SCAN_SHARE)

@@ -1,7 +1,8 @@
 """Weighted change rows of a range with deletes, read on the driver with pyarrow, no Spark.
 
 For the Arrow path (refresh/patch/arrow_route.py) when a range of one source holds more
-than appends (position deletes, deletion vectors, copy-on-write rewrites). Read exactly,
+than appends (position deletes, deletion vectors, equality deletes, copy-on-write
+rewrites). Read exactly,
 by the snapshots' manifests, only the columns the view needs:
   +1  rows of data files added in the range, read at the new snapshot (its deletes applied:
       rows appended and deleted within the range never appear);
@@ -13,15 +14,20 @@ by the snapshots' manifests, only the columns the view needs:
   -1  rows of a data file live at both ends at the positions deleted at the new snapshot
       and not at the old one (position delete files and deletion vectors of both ends
       for that file, so a position deleted before the range never counts twice): only the
-      Parquet row groups holding those positions are read (`row_groups_for`).
+      Parquet row groups holding those positions are read (`row_groups_for`). Equality
+      deletes add the positions of the rows they remove at each end (the file's key
+      column read whole; arrow_equality.py); the files live at both ends that the range's
+      equality deletes may hit are those whose column bounds allow their values.
+Equality deletes are applied here (pyiceberg's reader does not): a file read whole loses
+the rows their values match.
 Rows that appear once with each sign identically on the projected columns (a rewrite's
 moved rows the diff left, an update that left a row as it was) cancel before the delta
 sees them (`cancel_moved`). Whole files are read a few at a time (pyarrow decodes
 without the GIL). The route bounds the rows read (refresh.arrow_read_max_rows, from the
 manifests, before reading) and the rows left (`max_rows`: refresh.arrow_max_rows, after
-the rewrites are diffed, before the rest is netted). Equality deletes, positions
-un-deleted within the range and data files without the needed columns' field ids raise
-ArrowUnsupportedError: Spark reads those.
+the rewrites are diffed, before the rest is netted). Equality deletes other than on one
+integer or string column, positions un-deleted within the range and data files without
+the needed columns' field ids raise ArrowUnsupportedError: Spark reads those.
 """
 
 from __future__ import annotations
@@ -51,13 +57,20 @@ from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
 from pyiceberg.table.puffin import PuffinFile
 
 from icemv.errors import ArrowUnsupportedError
+from icemv.refresh.changes.arrow_equality import (
+    EqualityDelete,
+    EqualityIndex,
+    EqualityValues,
+    column_names_by_id,
+    equality_delete,
+)
 from icemv.refresh.changes.arrow_reads import read_schema
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.manifests import range_entries
+from icemv.refresh.changes.pushdown import values_filter
 from icemv.refresh.changes.rewrite_diff import bit_key, rewrites
 from icemv.sql.names import WEIGHT
 
-_FIELD_ID = b"PARQUET:field_id"
 _READERS = 4  # whole data files read at once
 
 
@@ -72,6 +85,20 @@ class _Range:
     added: set[str] = field(default_factory=set)  # data files
     removed: set[str] = field(default_factory=set)
     deletes: list[DataFile] = field(default_factory=list)  # position deletes and DVs added
+    equality: list[EqualityDelete] = field(default_factory=list)  # equality deletes added
+
+
+@dataclass
+class _Planned:
+    """The wanted data files live at a snapshot: tasks (position deletes and vectors
+    attached), data sequence numbers, and the snapshot's live equality deletes."""
+
+    tasks: dict[str, FileScanTask]
+    sequences: dict[str, int]
+    equality: EqualityIndex
+
+    def applying(self, path: str) -> list[EqualityDelete]:
+        return self.equality.applying(self.tasks[path].file, self.sequences[path])
 
 
 def row_groups_for(
@@ -110,7 +137,8 @@ def changed_rows(
     before anything else: a multiset difference of kept rows is the kept rows of the
     difference, and keeping rows keeps their order, which the rewrite diff follows."""
     kept = keep or (lambda rows: rows)
-    schema = read_schema(table, change)
+    pinned = read_schema(table, change)
+    schema = pinned
     if columns is not None:  # at least one column: the rows are counted by it
         schema = schema.select(*(columns or (schema.fields[0].name,)))
     target = schema.as_arrow()
@@ -118,29 +146,53 @@ def changed_rows(
     moved = found.added & found.removed  # added and removed within the range
     added, removed = found.added - moved, found.removed - moved
     reader = _DeleteReader(table.io)
-    hit = reader.targets(found.deletes) - added - removed - moved
-    old = _tasks(table, change.old_snapshot_id, removed | hit)
-    new = _tasks(table, change.new_snapshot_id, added | hit)
+    values = EqualityValues(table.io)
+    hit = reader.targets(found.deletes)
+    hit |= _equality_candidates(table, change.old_snapshot_id, found.equality, values)
+    hit -= added | removed | moved
+    old = _plan(table, change.old_snapshot_id, removed | hit)
+    new = _plan(table, change.new_snapshot_id, added | hit)
+    key_names = _key_names(pinned, old, new)
+    extra = [n for n in key_names.values() if n not in schema.column_names]
+    read_with_keys = pinned.select(*schema.column_names, *extra) if extra else schema
     parts: list[pa.Table] = []
     read = 0
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    scan = ArrowScan(table.metadata, table.io, read_with_keys, AlwaysTrue())
+
+    def whole(task: FileScanTask, planned: _Planned) -> pa.Table:
+        rows = scan.to_table([task])
+        applying = planned.applying(task.file.file_path)
+        if applying:  # rows its equality deletes remove at that end
+            gone = _matched(values, applying, lambda i: rows.column(key_names[i]))
+            rows = rows.filter(pc.invert(gone))
+        return kept(_conform(rows, target))
+
     chosen = {
-        weight: [tasks[p] for p in sorted(files) if p in tasks]
-        for files, tasks, weight in ((added, new, 1), (removed, old, -1))
+        weight: [(planned, planned.tasks[p]) for p in sorted(files) if p in planned.tasks]
+        for files, planned, weight in ((added, new, 1), (removed, old, -1))
     }
     every = [*chosen[1], *chosen[-1]]
-    read += sum(t.file.record_count for t in every)
+    read += sum(t.file.record_count for _, t in every)
     with ThreadPoolExecutor(max_workers=_READERS) as pool:  # pyarrow decodes without the GIL
-        tables = iter(list(pool.map(lambda t: kept(_conform(scan.to_table([t]), target)), every)))
-    whole = {weight: [(t, next(tables)) for t in tasks] for weight, tasks in chosen.items()}
-    for gone, came in rewrites(whole[-1], whole[1]):
+        tables = iter(list(pool.map(lambda pt: whole(pt[1], pt[0]), every)))
+    whole_files = {
+        weight: [(t, next(tables)) for _, t in pairs] for weight, pairs in chosen.items()
+    }
+    for gone, came in rewrites(whole_files[-1], whole_files[1]):
         parts.append(_weighted(gone, -1))
         parts.append(_weighted(came, 1))
     for path in sorted(hit):
-        if path not in old or path not in new:
+        if path not in old.tasks or path not in new.tasks:
             continue  # not live at one end: its rows are read whole above, or never were
-        before = reader.positions(path, old[path].delete_files)
-        after = reader.positions(path, new[path].delete_files)
+        before = reader.positions(path, old.tasks[path].delete_files)
+        after = reader.positions(path, new.tasks[path].delete_files)
+        old_equality, new_equality = old.applying(path), new.applying(path)
+        if old_equality or new_equality:  # and the rows equality deletes remove
+            field_ids = {d.field_id for d in (*old_equality, *new_equality)}
+            keys = _key_columns(table.io, path, field_ids)
+            read += old.tasks[path].file.record_count
+            before = _with(before, values, old_equality, keys)
+            after = _with(after, values, new_equality, keys)
         if len(before) and not pc.all(pc.is_in(before, value_set=after)).as_py():
             raise ArrowUnsupportedError(f"positions of {path} un-deleted within the range")
         deleted = after.filter(pc.invert(pc.is_in(after, value_set=before)))
@@ -167,7 +219,7 @@ def _range_files(table: Table, change: SourceChange) -> _Range:
         added = entry.status == ManifestEntryStatus.ADDED
         if data.content == DataFileContent.EQUALITY_DELETES:
             if added:
-                raise ArrowUnsupportedError(f"{change.identifier}: an equality delete")
+                found.equality.append(equality_delete(table, entry))
         elif data.content == DataFileContent.DATA:
             if added:
                 found.added.add(data.file_path)
@@ -178,24 +230,111 @@ def _range_files(table: Table, change: SourceChange) -> _Range:
     return found
 
 
-def _tasks(table: Table, snapshot_id: int | None, wanted: set[str]) -> dict[str, FileScanTask]:
-    """The `wanted` data files live at the snapshot, with the delete files that apply to
-    them (pyiceberg's planner, as `DataScan.plan_files` runs it, building tasks for those
-    files only: a big table's others are skipped once their manifest entry is read)."""
+def _plan(table: Table, snapshot_id: int | None, wanted: set[str]) -> _Planned:
+    """The `wanted` data files live at the snapshot (pyiceberg's planner, as
+    `DataScan.plan_files` runs it, building tasks for those files only: a big table's
+    others are skipped once their manifest entry is read), and its equality deletes."""
+    planned = _Planned({}, {}, EqualityIndex.of(table))
     snapshot = None if snapshot_id is None else table.snapshot_by_id(snapshot_id)
     if snapshot is None or not wanted:
-        return {}
+        return planned
 
     def kept(entry: ManifestEntry) -> bool:
         data = entry.data_file
-        return data.content != DataFileContent.DATA or data.file_path in wanted
+        if data.content == DataFileContent.EQUALITY_DELETES:  # applied here, not by pyiceberg
+            planned.equality.deletes.append(equality_delete(table, entry))
+            return False
+        if data.content == DataFileContent.DATA:
+            if data.file_path not in wanted:
+                return False
+            planned.sequences[data.file_path] = int(entry.sequence_number or 0)
+        return True
 
     try:
         planner = ManifestGroupPlanner(table.metadata, table.io)
         tasks = planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=kept)
-        return {task.file.file_path: task for task in tasks}
-    except (ValueError, NotImplementedError) as exc:  # e.g. an older equality delete
+        planned.tasks.update((task.file.file_path, task) for task in tasks)
+    except (ValueError, NotImplementedError) as exc:
         raise ArrowUnsupportedError(f"pyiceberg cannot plan snapshot {snapshot_id}: {exc}") from exc
+    return planned
+
+
+def _equality_candidates(
+    table: Table, old_snapshot_id: int | None, deletes: list[EqualityDelete], values: EqualityValues
+) -> set[str]:
+    """Data files live before the range whose column bounds allow a value of one of the
+    range's equality deletes (each delete's values planned against the manifests)."""
+    snapshot = None if old_snapshot_id is None else table.snapshot_by_id(old_snapshot_id)
+    if snapshot is None:
+        return set()
+    schema = table.schema()
+    found: set[str] = set()
+    for delete in deletes:
+        name = schema.find_column_name(delete.field_id)
+        if name is None:
+            raise ArrowUnsupportedError(f"{delete.file.file_path}: key column not in the schema")
+        wanted = values_filter({name: set(values.of(delete).to_pylist())})
+        planner = ManifestGroupPlanner(table.metadata, table.io, row_filter=wanted)
+        for entries in planner.plan_manifest_entries(snapshot.manifests(table.io)):
+            found.update(
+                e.data_file.file_path
+                for e in entries
+                if e.data_file.content == DataFileContent.DATA
+            )
+    return found
+
+
+def _key_names(schema: Schema, *planned: _Planned) -> dict[int, str]:
+    """The top-level columns the snapshots' equality deletes compare, by field id."""
+    top = {f.field_id: f.name for f in schema.fields}
+    names: dict[int, str] = {}
+    for snapshot in planned:
+        for delete in snapshot.equality.deletes:
+            name = top.get(delete.field_id)
+            if name is None:
+                raise ArrowUnsupportedError("an equality delete on a nested or dropped column")
+            names[delete.field_id] = name
+    return names
+
+
+def _matched(
+    values: EqualityValues, deletes: list[EqualityDelete], key: Callable[[int], pa.Array]
+) -> pa.Array:
+    """Which rows the `deletes` remove, `key(field_id)` giving the rows' key column."""
+    mask: pa.Array | None = None
+    for field_id in sorted({d.field_id for d in deletes}):
+        column = key(field_id)
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        hit = values.matched(deletes, column, field_id)
+        mask = hit if mask is None else pc.or_(mask, hit)
+    assert mask is not None
+    return mask
+
+
+def _key_columns(io: FileIO, path: str, field_ids: set[int]) -> dict[int, pa.Array]:
+    """Whole key columns of a data file, by field id."""
+    with io.new_input(path).open() as stream:
+        parquet = pq.ParquetFile(stream)
+        names = column_names_by_id(parquet.schema_arrow)
+        if not field_ids <= names.keys():
+            raise ArrowUnsupportedError(f"{path} has no equality key column by field id")
+        read = parquet.read(columns=[names[i] for i in sorted(field_ids)], use_threads=False)
+    return {i: read.column(names[i]).combine_chunks() for i in field_ids}
+
+
+def _with(
+    positions: pa.Array,
+    values: EqualityValues,
+    deletes: list[EqualityDelete],
+    keys: dict[int, pa.Array],
+) -> pa.Array:
+    """`positions` and those of the rows the equality `deletes` remove, sorted, unique."""
+    if not deletes:
+        return positions
+    removed = pc.indices_nonzero(_matched(values, deletes, keys.__getitem__)).cast(pa.int64())
+    unique = pc.unique(pa.concat_arrays([positions.cast(pa.int64()), removed]))
+    return unique.take(pc.array_sort_indices(unique))
 
 
 class _DeleteReader:
@@ -254,10 +393,7 @@ def _rows_at(
     them; and how many rows those groups hold."""
     with io.new_input(path).open() as stream:
         parquet = pq.ParquetFile(stream)
-        by_id: dict[int, str] = {}
-        for column in parquet.schema_arrow:
-            if column.metadata and _FIELD_ID in column.metadata:
-                by_id[int(column.metadata[_FIELD_ID])] = column.name
+        by_id = column_names_by_id(parquet.schema_arrow)
         names = []
         for wanted in schema.fields:
             name = by_id.get(wanted.field_id)

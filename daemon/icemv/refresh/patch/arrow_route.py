@@ -4,7 +4,8 @@ The Arrow path (no Spark job) takes small changes of one source, its FROM table,
 alone or joined with tables that did not change (INNER, or LEFT with the changed source
 preserved: the delta of `source JOIN t` is `dsource JOIN t`, each joined row carrying
 its source row's weight, arrow_select.py): appends (the appended rows), and deletes and
-updates (position deletes, deletion vectors, copy-on-write rewrites: signed change rows,
+updates (position deletes, deletion vectors, equality deletes on one integer or string
+column, copy-on-write rewrites: signed change rows,
 refresh/changes/arrow_changes.py; while the read scans at most
 `refresh.arrow_read_max_rows` rows, estimated from the manifests, and at most
 `refresh.arrow_max_rows` rows changed, counted once read). A filter / projection view
@@ -201,8 +202,8 @@ def _scan_refusal(source: Table, change: SourceChange, read_max_rows: int) -> st
     """Why the Arrow read of a range with deletes would scan too much (its estimate from
     the range's manifests), or None."""
     touched = touched_files(source, change)
-    if touched.equality_delete_records:
-        return f"{change.identifier}: an equality delete"
+    if touched.equality_delete_records and touched.equality_scan_records is None:
+        return f"{change.identifier}: an equality delete not pushed down"
     rows, hit = arrow_scan_rows(touched)
     if rows + hit > read_max_rows:
         return (
