@@ -60,7 +60,9 @@ def test_equality_deletes_and_vectors() -> None:
     size = {"old_records": 20_000, "old_data_files": 4}
     assert change_read_rows(TouchedFiles(equality_delete_records=(3, 4), **size)) == 20_007
     # Pushed down: only the data files the deletes' values may be in.
-    pushed = TouchedFiles(equality_delete_records=(3, 4), equality_scan_records=5_000, **size)
+    pushed = TouchedFiles(
+        equality_delete_records=(3, 4), equality_candidates=({"a": 5_000}, {}), **size
+    )
     assert change_read_rows(pushed) == 5_007
     assert change_read_rows(TouchedFiles(vectors=2, **size)) == 2 * 2 * 5_000
 

@@ -43,9 +43,17 @@ class TouchedFiles:
     removed: Mapping[str, int] = field(default_factory=dict)
     position_deletes: tuple[PositionDeletes, ...] = ()
     equality_delete_records: tuple[int, ...] = ()  # one per equality-delete file
-    # Records of the data files those deletes' values may be in, summed over the deletes;
+    # Per equality-delete file, the data files its values may be in, with their records;
     # None: some delete's values are not pushed down (it reads every data file).
-    equality_scan_records: int | None = None
+    equality_candidates: tuple[Mapping[str, int], ...] | None = None
+
+    @property
+    def equality_scan_records(self) -> int | None:
+        """Records the equality deletes have a change read scan (each delete's files)."""
+        if self.equality_candidates is None:
+            return None
+        return sum(sum(files.values()) for files in self.equality_candidates)
+
     vectors: int = 0  # deletion vectors (Puffin), one data file each
     # The table before the range: what unnamed deletes may hit.
     old_records: int = 0

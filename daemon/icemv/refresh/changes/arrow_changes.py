@@ -66,8 +66,7 @@ from icemv.refresh.changes.arrow_equality import (
 )
 from icemv.refresh.changes.arrow_reads import read_schema
 from icemv.refresh.changes.classify import SourceChange
-from icemv.refresh.changes.manifests import range_entries
-from icemv.refresh.changes.pushdown import values_filter
+from icemv.refresh.changes.manifests import range_entries, touched_files
 from icemv.refresh.changes.rewrite_diff import bit_key, rewrites
 from icemv.sql.names import WEIGHT
 
@@ -148,7 +147,8 @@ def changed_rows(
     reader = _DeleteReader(table.io)
     values = EqualityValues(table.io)
     hit = reader.targets(found.deletes)
-    hit |= _equality_candidates(table, change.old_snapshot_id, found.equality, values)
+    if found.equality:
+        hit |= _equality_candidates(table, change)
     hit -= added | removed | moved
     old = _plan(table, change.old_snapshot_id, removed | hit)
     new = _plan(table, change.new_snapshot_id, added | hit)
@@ -259,29 +259,13 @@ def _plan(table: Table, snapshot_id: int | None, wanted: set[str]) -> _Planned:
     return planned
 
 
-def _equality_candidates(
-    table: Table, old_snapshot_id: int | None, deletes: list[EqualityDelete], values: EqualityValues
-) -> set[str]:
+def _equality_candidates(table: Table, change: SourceChange) -> set[str]:
     """Data files live before the range whose column bounds allow a value of one of the
-    range's equality deletes (each delete's values planned against the manifests)."""
-    snapshot = None if old_snapshot_id is None else table.snapshot_by_id(old_snapshot_id)
-    if snapshot is None:
-        return set()
-    schema = table.schema()
-    found: set[str] = set()
-    for delete in deletes:
-        name = schema.find_column_name(delete.field_id)
-        if name is None:
-            raise ArrowUnsupportedError(f"{delete.file.file_path}: key column not in the schema")
-        wanted = values_filter({name: set(values.of(delete).to_pylist())})
-        planner = ManifestGroupPlanner(table.metadata, table.io, row_filter=wanted)
-        for entries in planner.plan_manifest_entries(snapshot.manifests(table.io)):
-            found.update(
-                e.data_file.file_path
-                for e in entries
-                if e.data_file.content == DataFileContent.DATA
-            )
-    return found
+    range's equality deletes (from the manifest facts the route's estimate gathered)."""
+    candidates = touched_files(table, change).equality_candidates
+    if candidates is None:
+        raise ArrowUnsupportedError(f"{change.identifier}: an equality delete not pushed down")
+    return {path for files in candidates for path in files}
 
 
 def _key_names(schema: Schema, *planned: _Planned) -> dict[int, str]:

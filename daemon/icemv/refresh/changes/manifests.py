@@ -27,7 +27,7 @@ from pyiceberg.manifest import (
 from pyiceberg.table import Table
 
 from icemv.refresh.changes.classify import SourceChange
-from icemv.refresh.changes.pushdown import equality_scan_records, pushable
+from icemv.refresh.changes.pushdown import equality_candidates, pushable
 from icemv.refresh.cost import PositionDeletes, TouchedFiles
 from icemv.spec.summary import TOTAL_DATA_FILES, TOTAL_RECORDS, summary_of
 
@@ -52,17 +52,17 @@ def _target(bounds_low: dict[int, bytes], bounds_high: dict[int, bytes]) -> str 
     return low.decode("utf-8", errors="replace")
 
 
-def _equality_scan(
-    table: Table, delete: DataFile, old_snapshot_id: int | None, scan: int | None
-) -> int | None:
-    """`scan` plus the records an equality delete has the change read scan; None once a
+def _equality_candidates(
+    table: Table, delete: DataFile, old_snapshot_id: int | None, found: list[dict[str, int]] | None
+) -> list[dict[str, int]] | None:
+    """`found` and the data files an equality delete's values may be in; None once a
     delete's values are not pushed down (or its file cannot be read here)."""
-    if old_snapshot_id is None:  # no data files before the range
-        return scan
-    if scan is None or not pushable(table, delete):
+    if found is None or not pushable(table, delete):
         return None
+    if old_snapshot_id is None:  # no data files before the range
+        return [*found, {}]
     try:
-        return scan + equality_scan_records(table, delete, old_snapshot_id)
+        return [*found, equality_candidates(table, delete, old_snapshot_id)]
     except (OSError, ValueError):  # unreadable here: weigh every data file, as unpushed
         return None
 
@@ -105,7 +105,7 @@ def _touched_files(table: Table, change: SourceChange) -> TouchedFiles:
     positions: list[PositionDeletes] = []
     equality: list[int] = []
     old = change.old_snapshot_id
-    scan: int | None = 0
+    candidates: list[dict[str, int]] | None = []
     vectors = 0
     for entry in range_entries(table, change):
         data = entry.data_file
@@ -117,7 +117,7 @@ def _touched_files(table: Table, change: SourceChange) -> TouchedFiles:
                 added[data.file_path] = data.record_count
             elif data.content == DataFileContent.EQUALITY_DELETES:
                 equality.append(data.record_count)
-                scan = _equality_scan(table, data, old, scan)
+                candidates = _equality_candidates(table, data, old, candidates)
             elif data.file_format == FileFormat.PUFFIN:
                 vectors += 1
             else:
@@ -128,7 +128,7 @@ def _touched_files(table: Table, change: SourceChange) -> TouchedFiles:
         removed=removed,
         position_deletes=tuple(positions),
         equality_delete_records=tuple(equality),
-        equality_scan_records=scan,
+        equality_candidates=None if candidates is None else tuple(candidates),
         vectors=vectors,
         old_records=_summary_int(table, old, TOTAL_RECORDS),
         old_data_files=_summary_int(table, old, TOTAL_DATA_FILES),

@@ -7,9 +7,10 @@ only the files, and Parquet reads only the row groups, whose column bounds allow
 Iceberg's metrics evaluators take an IN list of more than `IN_LIMIT` values as "might
 match", so more values are pushed as at most `RANGES` value ranges, cut at the widest gaps
 between the sorted integers (one range for strings): exact enough for keys that cluster.
-Policy `auto` weighs the same read: `equality_scan_records` reads the small delete file
-on the driver and sums the records of the data files its values may be in, from the
-manifests' column bounds (pyiceberg's planner), before anything is read with Spark.
+Policy `auto` weighs the same read: `equality_candidates` reads the small delete file
+on the driver and finds the data files its values may be in, from the manifests' column
+bounds (pyiceberg's planner), before anything is read; the Arrow read
+(arrow_changes.py) reads those same files.
 """
 
 from __future__ import annotations
@@ -99,23 +100,23 @@ def values_filter(values: dict[str, set[object]]) -> BooleanExpression:
     return result
 
 
-def equality_scan_records(table: Table, delete: DataFile, old_snapshot_id: int) -> int:
-    """Records of the data files live at the old snapshot that a pushable equality
-    delete's values may be in (by partition and column bounds)."""
+def equality_candidates(table: Table, delete: DataFile, old_snapshot_id: int) -> dict[str, int]:
+    """The data files live at the old snapshot that a pushable equality delete's values
+    may be in (by partition and column bounds), with their records."""
     schema = table.schema()
     columns = [schema.find_column_name(i) for i in delete.equality_ids or ()]
     with table.io.new_input(delete.file_path).open() as stream:
         rows = pq.read_table(stream, columns=columns).to_pylist()
     if not rows:
-        return 0
+        return {}
     values = {c: {row[c] for row in rows} for c in columns if c is not None}
     snapshot = table.snapshot_by_id(old_snapshot_id)
     if snapshot is None:
-        return 0
+        return {}
     planner = ManifestGroupPlanner(table.metadata, table.io, row_filter=values_filter(values))
-    return sum(
-        entry.data_file.record_count
+    return {
+        entry.data_file.file_path: entry.data_file.record_count
         for entries in planner.plan_manifest_entries(snapshot.manifests(table.io))
         for entry in entries
         if entry.data_file.content == DataFileContent.DATA
-    )
+    }

@@ -230,19 +230,17 @@ class ChangeReader:
                 *[col(c).alias(f"__icemv_eq_{i}") for i, c in enumerate(delete.columns)]
             )
             pushed = self._pushed(delete, keys) if delete.pushable else None
-            candidates = self._candidates(old.table, old.snapshot_id, delete, pushed) - skip
+            candidates = [
+                task
+                for task in self._candidates(old.table, old.snapshot_id, delete, pushed)
+                if str(task.file().location()) not in skip
+            ]
             if not candidates:
                 continue
             kept = old.read.columns
             missing = () if kept is None else tuple(c for c in delete.columns if c not in kept)
-            rows = self._read(
-                old.table,
-                old.name,
-                old.snapshot_id,
-                candidates,
-                old.read,
-                (*identity, *missing),
-                pushed,
+            rows = self._read_tasks(
+                old.table, old.name, candidates, old.read, (*identity, *missing)
             )
             match = reduce(
                 lambda a, b: a & b,
@@ -262,12 +260,14 @@ class ChangeReader:
 
     def _candidates(
         self, table: Any, snapshot_id: int | None, delete: _EqualityDelete, row_filter: Any
-    ) -> set[str]:
-        """Data files at the snapshot in the delete's partition that `row_filter` (None:
-        no filter) may match, by their column bounds."""
+    ) -> list[Any]:
+        """Scan tasks of the data files at the snapshot in the delete's partition that
+        `row_filter` (None: no filter) may match, by their column bounds; the filter is
+        their residual, which lets the readers skip row groups it rules out (rows of the
+        groups read are not filtered by it)."""
         if snapshot_id is None:
-            return set()
-        files = set()
+            return []
+        tasks = []
         for task in _plan(table, snapshot_id, row_filter):
             data = task.file()
             if delete.partition is None or (
@@ -275,8 +275,8 @@ class ChangeReader:
                 and str(table.specs().get(data.specId()).partitionToPath(data.partition()))
                 == delete.partition
             ):
-                files.add(str(data.location()))
-        return files
+                tasks.append(task)
+        return tasks
 
     def _touched_files(self, table: Any, change: SourceChange) -> _Touched:
         io = table.io()
@@ -324,19 +324,18 @@ class ChangeReader:
         files: set[str],
         read: ChangeRead,
         extra: tuple[str, ...] = (),
-        row_filter: Any = None,
     ) -> DataFrame:
-        """Rows of `files` at the snapshot, as `read` asks, with the `extra` columns.
-
-        `row_filter` (an Iceberg expression) lets the readers skip row groups it rules
-        out; rows of the groups read are not filtered by it."""
+        """Rows of `files` at the snapshot, as `read` asks, with the `extra` columns."""
         if snapshot_id is None or not files:
             return _shaped(self._spark.table(name), read, extra).limit(0)
-        tasks = []
-        for task in _plan(table, snapshot_id, row_filter):
-            if str(task.file().location()) in files:
-                tasks.append(task)
-                self.records_scanned += int(task.file().recordCount())
+        tasks = [t for t in _plan(table, snapshot_id, None) if str(t.file().location()) in files]
+        return self._read_tasks(table, name, tasks, read, extra)
+
+    def _read_tasks(
+        self, table: Any, name: str, tasks: list[Any], read: ChangeRead, extra: tuple[str, ...]
+    ) -> DataFrame:
+        """Rows of exactly these scan tasks, as `read` asks, with the `extra` columns."""
+        self.records_scanned += sum(int(task.file().recordCount()) for task in tasks)
         set_id = f"icemv-{uuid.uuid4()}"
         if not stage_scan_tasks(self._spark, table, set_id, tasks):
             return _shaped(self._spark.table(name), read, extra).limit(0)
