@@ -49,7 +49,7 @@ from icemv.refresh.plan import plan_refresh
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from tests.benchmarks.chart import refresh_chart
-from tests.support.tables import equality_delete_ids
+from tests.support.tables import equality_delete
 
 SHAPES = {
     "filter": "SELECT id, vendor, fare FROM base WHERE fare > 140",
@@ -185,7 +185,7 @@ def run_scale(
             shape: [] for shape in mvs
         }
         for run in range(runs):
-            next_id = _apply_delta(lakehouse, base, kind, rows, count, run, next_id)
+            next_id = _apply_delta(lakehouse, namespace, kind, rows, count, run, next_id)
             for shape, mv in mvs.items():
                 jobs: list[dict[str, Any]] = []
                 incremental_s, full_s, incremental, full = incremental_then_full(
@@ -264,10 +264,12 @@ def incremental_then_full(
 
 
 def _apply_delta(
-    lakehouse: Lakehouse, base: str, kind: str, rows: int, count: int, run: int, next_id: int
+    lakehouse: Lakehouse, namespace: str, kind: str, rows: int, count: int, run: int, next_id: int
 ) -> int:
-    """Apply one run's delta (each run a different id range); the next id to append."""
+    """Apply one run's delta to the namespace's base table (each run a different id
+    range); the next id to append."""
     spark = lakehouse.spark
+    base = lakehouse.quoted(Identifier((namespace,), "base"))
     if kind == "append":
         _write_rows(lakehouse, base, next_id, count, None)
         return next_id + count
@@ -276,7 +278,7 @@ def _apply_delta(
         return next_id
     if kind == "equality":
         low = rows // 4 + run * 2 * count
-        equality_delete_ids(lakehouse, base, "id", range(low, low + count))
+        equality_delete(lakehouse, namespace, "id", range(low, low + count), name="base")
         return next_id
     low = (rows // 3 if kind == "delete" else rows // 2) + run * 2 * count
     if kind == "delete":

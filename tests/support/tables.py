@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -68,62 +68,39 @@ def equality_delete(
     lakehouse: Lakehouse,
     namespace: str,
     column: str,
-    values: list[str | float | None],
+    values: Sequence[object],
     name: str = "trips",
 ) -> None:
-    """Commit an equality-delete file (as Flink upserts write), through Iceberg's Java API."""
-    spark = lakehouse.spark
-    jvm: Any = spark.sparkContext._jvm
-    gateway: Any = spark.sparkContext._gateway
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession, lakehouse.quoted(Identifier((namespace,), name))
-    )
-    schema = table.schema()
-    delete_schema = schema.select(jvm.java.util.Collections.singletonList(column))
-    field_ids = gateway.new_array(jvm.int, 1)
-    field_ids[0] = schema.findField(column).fieldId()
-    factory = jvm.org.apache.iceberg.data.GenericAppenderFactory(
-        schema, table.spec(), field_ids, delete_schema, None
-    )
-    path = table.locationProvider().newDataLocation(f"eq-delete-{uuid.uuid4().hex}.parquet")
-    output = jvm.org.apache.iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
-        table.io().newOutputFile(path)
-    )
-    writer = factory.newEqDeleteWriter(output, jvm.org.apache.iceberg.FileFormat.PARQUET, None)
-    for value in values:
-        record = jvm.org.apache.iceberg.data.GenericRecord.create(delete_schema)
-        record.setField(column, value)
-        writer.write(record)
-    writer.close()
-    table.newRowDelta().addDeletes(writer.toDeleteFile()).commit()
-
-
-def equality_delete_ids(lakehouse: Lakehouse, quoted: str, column: str, ids: range) -> None:
-    """Commit an equality-delete file on a BIGINT column naming `ids` (as a Flink upsert
-    writes): written with pyarrow (the field id in the Parquet schema, as Iceberg reads
-    it), added with Iceberg's Java API. Local warehouses only."""
+    """Commit an equality-delete file on `column` naming `values` (as Flink upserts
+    write): written with pyarrow through the table's FileIO (the field id in the Parquet
+    schema, as Iceberg reads it), added with Iceberg's Java API."""
     import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
 
+    identifier = Identifier((namespace,), name)
+    table = lakehouse.load_table(identifier)
+    field = table.schema().find_field(column)
+    arrow = schema_to_pyarrow(table.schema().select(column)).field(0)  # carries the field id
+    rows = pa.Table.from_arrays([pa.array(values, arrow.type)], schema=pa.schema([arrow]))
+    path = table.location_provider().new_data_location(f"eq-delete-{uuid.uuid4().hex}.parquet")
+    output = table.io.new_output(path)
+    with output.create(overwrite=True) as stream:
+        pq.write_table(rows, stream)
     spark = lakehouse.spark
     jvm: Any = spark.sparkContext._jvm
     gateway: Any = spark.sparkContext._gateway
-    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, quoted)
-    field_id = int(table.schema().findField(column).fieldId())
-    path = str(table.locationProvider().newDataLocation(f"eq-delete-{uuid.uuid4().hex}.parquet"))
-    local = Path(path.removeprefix("file:"))
-    local.parent.mkdir(parents=True, exist_ok=True)
-    field = pa.field(column, pa.int64(), metadata={b"PARQUET:field_id": str(field_id).encode()})
-    values = pa.array(ids, pa.int64())
-    pq.write_table(pa.Table.from_arrays([values], schema=pa.schema([field])), str(local))
+    java_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession, lakehouse.quoted(identifier)
+    )
     field_ids = gateway.new_array(jvm.int, 1)
-    field_ids[0] = field_id
+    field_ids[0] = field.field_id
     delete = (
-        jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec())
+        jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(java_table.spec())
         .ofEqualityDeletes(field_ids)
         .withPath(path)
         .withFormat("parquet")
-        .withFileSizeInBytes(local.stat().st_size)
-        .withRecordCount(len(ids))
+        .withFileSizeInBytes(len(table.io.new_input(path)))
+        .withRecordCount(len(values))
         .build()
     )
-    table.newRowDelta().addDeletes(delete).commit()
+    java_table.newRowDelta().addDeletes(delete).commit()
