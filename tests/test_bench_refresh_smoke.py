@@ -35,3 +35,14 @@ def test_bench_refresh_runs_each_delta_on_both_write_modes(lakehouse: Lakehouse)
         assert {"plan", "commit", "record"} <= set(row["incremental_phases"])  # full: no changes
     chart = ET.fromstring(refresh_chart(rows))
     assert len(chart.findall("{http://www.w3.org/2000/svg}polyline")) == 2 * 2  # modes x lines
+
+
+def test_bench_refresh_equality_delete_delta(lakehouse: Lakehouse) -> None:
+    """The `equality delete 0.1%` delta commits an equality-delete file on `id` that the
+    refresh applies (incrementally: its values are pushed down)."""
+    (row,) = run_scale(
+        lakehouse, 20_000, ["aggregate"], ["equality delete 0.1%"], "merge-on-read", "auto", 1
+    )
+    assert (row["delta"], row["delta_rows"]) == ("equality delete 0.1%", 20)
+    assert row["incremental_mode"] == "incremental", row
+    assert row["mv_rows_written_incremental"] is not None
