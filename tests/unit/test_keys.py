@@ -43,6 +43,52 @@ SOURCES = Sources(
             "JOIN zones z ON t.id = z.id",
             "trips.id = z.id",
         ),
+        # The key is the column the window partitions by, not the one an equality above
+        # the window names (`a = b` holds on the view's rows, not on the window's).
+        (
+            "SELECT id, vendor, n FROM (SELECT id, vendor, count(*) OVER (PARTITION BY vendor) "
+            "AS n FROM trips) x WHERE id = vendor",
+            "trips.vendor",
+        ),
+        # Positive IN under OR: TRUE exactly when some value equals the row's key.
+        (
+            "SELECT id FROM trips WHERE fare > 1 OR id IN (SELECT id FROM zones)",
+            "trips.id = zones.id",
+        ),
+        # A correlated subquery reads one key's rows, whatever it computes from them.
+        (
+            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r, "
+            "(SELECT count(*) FROM zones z WHERE z.id = t.id AND z.zone > 'a') AS n FROM trips t",
+            "t.id = z.id",
+        ),
+        (
+            "SELECT id FROM trips t WHERE fare > 1 OR "
+            "NOT (vendor IN (SELECT z.vendor FROM zones z WHERE z.id = t.id))",
+            "t.id = z.id",
+        ),
+        # Keys equated in the WHERE of a comma join; a padded side made inner by the WHERE.
+        (
+            "SELECT t.id, rank() OVER (PARTITION BY z.id ORDER BY t.fare) AS r "
+            "FROM trips t, zones z WHERE t.id = z.id",
+            "t.id = z.id",
+        ),
+        (
+            "SELECT t.id, count(*) OVER (PARTITION BY z.id) AS n FROM trips t "
+            "LEFT JOIN zones z ON t.id = z.id WHERE z.id = t.id",
+            "t.id = z.id",
+        ),
+        # A WHERE conjunct on preserved rows applies before the joins after it.
+        (
+            "SELECT x.id, x.n, z.zone FROM (SELECT id, vendor, count(*) OVER (PARTITION BY "
+            "vendor) AS n FROM trips) x LEFT JOIN zones z ON x.id = z.id WHERE x.id = x.vendor",
+            "trips.vendor = z.id",
+        ),
+        # A FULL JOIN's key on every row is the COALESCE of both sides'.
+        (
+            "SELECT k, count(*) OVER (PARTITION BY k) AS n FROM (SELECT coalesce(t.id, z.id) "
+            "AS k FROM trips t FULL JOIN zones z ON t.id = z.id) q",
+            "t.id = z.id",
+        ),
     ],
 )
 def test_keyed_queries(sql: str, key: str) -> None:
@@ -55,35 +101,78 @@ def test_keyed_queries(sql: str, key: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "why"),
     [
-        ("SELECT id, rank() OVER (ORDER BY fare) AS r FROM trips", "window without PARTITION BY"),
+        (
+            "SELECT id, rank() OVER (ORDER BY fare) AS r FROM trips",
+            "a window not partitioned by the key",
+        ),
         (
             "SELECT id, rank() OVER (PARTITION BY vendor ORDER BY fare) AS r, "
             "lag(fare) OVER (PARTITION BY id ORDER BY fare) AS p FROM trips",
-            "no key column",
+            "a window not partitioned by the key",
         ),
         (
             "SELECT id, rank() OVER (PARTITION BY vendor ORDER BY fare) AS r FROM trips "
             "WHERE (id, vendor) NOT IN (SELECT id, vendor FROM zones)",
-            "NOT IN",
+            "null-aware",
         ),
         (
             "SELECT t.id, z.zone FROM trips t LEFT JOIN zones z ON t.id = z.id "
             "LEFT JOIN zones y ON t.vendor = y.vendor",
-            "no key column",
+            "an outer join not on the key",
         ),
         (
             "SELECT id, (SELECT avg(fare) FROM zones) AS a FROM trips",
-            "inner aggregate without GROUP BY",
+            "correlated on other columns than the key",
         ),
         (
             "SELECT t.vendor, z.zone FROM (SELECT vendor, sum(fare) AS s FROM trips "
             "GROUP BY vendor) t JOIN zones z ON t.s = z.id",
-            "no key column",
+            "a join not on the key",
         ),
         (
             "SELECT vendor, count(*) AS n, rank() OVER (PARTITION BY vendor ORDER BY count(*)) "
             "AS r FROM trips GROUP BY vendor",
             "window over the grouped rows",
+        ),
+        # Issue 25, class 1: a window (or inner aggregate) by the NULL-padded side of an
+        # outer join: unmatched rows of many keys share one NULL partition.
+        (
+            "SELECT t.id, z.id AS zid, count(*) OVER (PARTITION BY z.id) AS n "
+            "FROM trips t LEFT JOIN zones z ON t.id = z.id",
+            "a window not partitioned by the key",
+        ),
+        (
+            "SELECT q.zid, q.n, y.zone FROM (SELECT z.id AS zid, count(*) AS n FROM trips t "
+            "LEFT JOIN zones z ON t.id = z.id GROUP BY z.id) q JOIN zones y ON q.zid = y.id",
+            "an inner aggregate not grouped by the key",
+        ),
+        (
+            "SELECT t.id, count(*) OVER (PARTITION BY t.id) AS n FROM trips t "
+            "FULL JOIN zones z ON t.id = z.id",
+            "a window not partitioned by the key",
+        ),
+        # Class 2: an equality above the window does not bind the rows it partitions.
+        (
+            "SELECT id, vendor, n FROM (SELECT id, vendor, count(*) OVER (PARTITION BY vendor) "
+            "AS n, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips) x "
+            "WHERE id = vendor",
+            "a window not partitioned by the key",
+        ),
+        # Class 3: a null-aware IN under NOT (parenthesised), CASE or a comparison.
+        (
+            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
+            "WHERE fare > 1 OR NOT (id IN (SELECT id FROM zones))",
+            "null-aware",
+        ),
+        (
+            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
+            "WHERE CASE WHEN id IN (SELECT id FROM zones) THEN false ELSE true END",
+            "null-aware",
+        ),
+        (
+            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
+            "WHERE (id IN (SELECT id FROM zones)) IS NOT TRUE",
+            "null-aware",
         ),
     ],
 )

@@ -311,7 +311,7 @@ def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInf
 def _is_aggregate(select: exp.Select) -> bool:
     """GROUP BY, or an aggregate in the output that is not a window's."""
     return bool(select.args.get("group")) or any(
-        a.find_ancestor(exp.Window) is None
+        a.find_ancestor(exp.Window) is None and a.parent_select is select
         for e in select.expressions
         for a in e.find_all(exp.AggFunc)
     )

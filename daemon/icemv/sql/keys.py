@@ -1,31 +1,35 @@
 """Affected keys: a query whose rows depend on its sources one key value at a time.
 
 Windows, outer joins, semi and anti joins and derived tables that do not fold away have no
-delta rule of their own here. They share one: if every table the query reads carries a
-column of one key class (columns that joins, correlated subqueries and `IN` equate), every
-window partitions by it, and every inner aggregate (or inner `DISTINCT`) groups by it,
-then the rows with key value k come from source rows with key value k only. The view's
-delta is then its rows at the new snapshots minus its rows at the old ones, both computed
-from the source rows whose key the changes touched (sql/delta.py, `keyed_delta`):
+delta rule of their own here. They share one: if every table occurrence has a key column
+such that the query decomposes by key value (sql/key_check.py states when, and why the
+delta is then exact), the view's delta is its rows at the new snapshots minus its rows at
+the old ones, both computed from the source rows whose key the changes touched
+(sql/delta.py, `keyed_delta`):
 
     dV = Q(r1|K .. rn|K at new) - Q(r1|K .. rn|K at old),   K = keys in dr1 + .. + drn
 
-exact under bag semantics, NULL keys included (matched with `<=>`). An aggregate over
-such a query (the root `GROUP BY`) takes that difference as the delta of its input rows.
+An aggregate over such a query (the root `GROUP BY`) takes that difference as the delta of
+its input rows.
 
-`key_class` finds the class and tags each table occurrence with its key column in the
-occurrence's `meta` (copies of the tree keep it). Pure: no I/O.
+The search proposes key columns from the columns the query equates anywhere (joins,
+correlations, `IN`, derived tables' outputs), and keeps the first choice the check proves;
+a proposal is only a guess, the proof is sql/key_check.py. `key_class` tags each table
+occurrence with its key column in the occurrence's `meta` (copies of the tree keep it).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from icemv.identifiers import Identifier
+from icemv.sql.key_check import NoKey, check_keys
 
 KEY_META = "icemv_key"
 
@@ -68,59 +72,68 @@ class _Classes:
         self.parent[self.find(a)] = self.find(b)
 
 
-class _NoKey(Exception):
-    """Why no key class exists (a detail for `icemv mv explain`)."""
-
-
 def key_class(query: exp.Query) -> KeyClass | str:
     """The key class of `query` (a qualified, normalised SELECT), or why there is none.
 
     On success every table occurrence's `meta[KEY_META]` names its key column.
     """
+    if not isinstance(query, exp.Select):
+        return "only a SELECT (not a set operation) is keyed"
     try:
         return _KeySearch(query).run()
-    except _NoKey as why:
+    except NoKey as why:
         return str(why)
 
 
+# Choices of key columns tried per class of equated columns, at most.
+_MAX_CHOICES = 256
+
+
 class _KeySearch:
-    def __init__(self, query: exp.Query) -> None:
+    def __init__(self, query: exp.Select) -> None:
         self.query = query
         self.classes = _Classes()
         self.tables: dict[int, exp.Table] = {}
-        # Each constraint: the key class must contain one of these nodes.
-        self.constraints: list[tuple[str, set[Node]]] = []
 
     def run(self) -> KeyClass:
-        if not isinstance(self.query, exp.Select):
-            raise _NoKey("only a SELECT (not a set operation) is keyed")
         for scope in traverse_scope(self.query):
             self._scope(scope)
         if not self.tables:
-            raise _NoKey("the query reads no table")
-        for root in self._candidate_roots():
-            members = [n for n in self.classes.parent if self.classes.find(n) == root]
-            chosen = self._per_table(members)
-            if chosen is None:
+            raise NoKey("the query reads no table")
+        first_reason: NoKey | None = None
+        for choice in self._choices():
+            try:
+                check_keys(self.query, choice)
+            except NoKey as why:
+                first_reason = first_reason or why
                 continue
-            if all(nodes & set(members) for _, nodes in self.constraints):
-                return self._tag(chosen)
-        raise _NoKey("no key column that every table, join, window and inner GROUP BY shares")
+            return self._tag(choice)
+        raise first_reason or NoKey("no key column that every table, join and window shares")
 
-    def _candidate_roots(self) -> list[Node]:
-        roots: list[Node] = []
+    def _choices(self) -> Iterator[dict[int, str]]:
+        """Per class of equated columns, every way to pick one member per table occurrence;
+        then, so that a refusal names what breaks the key, the class that covers the most
+        occurrences, the others keyed by any column they read (the check decides)."""
+        members: dict[Node, dict[int, list[str]]] = {}
         for node in self.classes.parent:
-            root = self.classes.find(node)
-            if node[0] in self.tables and root not in roots:
-                roots.append(root)
-        return roots
-
-    def _per_table(self, members: Iterable[Node]) -> dict[int, str] | None:
-        chosen: dict[int, str] = {}
-        for table_id, column in members:
+            table_id, column = node
             if table_id in self.tables:
-                chosen.setdefault(table_id, column)
-        return chosen if set(chosen) == set(self.tables) else None
+                per_table = members.setdefault(self.classes.find(node), {})
+                per_table.setdefault(table_id, []).append(column)
+        for per_table in members.values():
+            if set(per_table) != set(self.tables):
+                continue
+            ids = list(per_table)
+            for picked in itertools.islice(
+                itertools.product(*(per_table[i] for i in ids)), _MAX_CHOICES
+            ):
+                yield dict(zip(ids, picked, strict=True))
+        widest = max(members.values(), key=len, default={})
+        fallback = {table_id: columns[0] for table_id, columns in widest.items()}
+        for node in self.classes.parent:
+            if node[0] in self.tables:
+                fallback.setdefault(node[0], node[1])
+        yield fallback
 
     def _tag(self, chosen: dict[int, str]) -> KeyClass:
         columns = []
@@ -139,7 +152,7 @@ class _KeySearch:
         """Table occurrences of the top SELECT itself that no outer join pads with NULLs,
         when that SELECT has no window: the query is linear in each of them."""
         select = self.query
-        if not isinstance(select, exp.Select) or _own(select, exp.Window):
+        if _own(select, exp.Window):
             return set()
         from_ = select.args.get("from_")
         first = from_.this if isinstance(from_, exp.From) else None
@@ -155,16 +168,14 @@ class _KeySearch:
 
     def _scope(self, scope: Scope) -> None:
         select = scope.expression
-        if not isinstance(select, exp.Select):
-            raise _NoKey("a set operation inside the query")
         for source in scope.sources.values():
             if isinstance(source, exp.Table):
                 self.tables[id(source)] = source
                 for column in scope.columns:
                     if column.table == source.alias_or_name:
                         self.classes.find((id(source), column.name))
-        self._links(scope, select)
-        self._constraints(scope, select)
+        if isinstance(select, exp.Select):
+            self._links(scope, select)
 
     def _node(self, scope: Scope | None, column: exp.Expr) -> Node | None:
         if not isinstance(column, exp.Column) or not column.table:
@@ -179,77 +190,26 @@ class _KeySearch:
         return None
 
     def _links(self, scope: Scope, select: exp.Select) -> None:
-        """Columns equal to each other: a derived table's outputs, equalities, `IN`."""
+        """Columns the query equates anywhere: derived tables' outputs, equalities, `IN`.
+        A proposal only: where each equality holds is sql/key_check.py's business."""
         for projection in select.expressions:
             inner = projection.this if isinstance(projection, exp.Alias) else projection
             node = self._node(scope, inner)
             if node is not None:
                 self.classes.union((id(select), projection.alias_or_name), node)
-        conditions = [join.args.get("on") for join in select.args.get("joins") or []]
-        where = select.args.get("where")
-        conditions.append(where.this if where is not None else None)
-        for condition in conditions:
-            if condition is None:
-                continue
-            for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
-                if isinstance(conjunct, exp.EQ):
-                    self._equate(scope, conjunct.this, conjunct.expression)
+        for equality in _own(select, exp.EQ) + _own(select, exp.NullSafeEQ):
+            a, b = self._node(scope, equality.this), self._node(scope, equality.expression)
+            if a is not None and b is not None and a != b:
+                self.classes.union(a, b)
         for membership in _own(select, exp.In):
             query = membership.args.get("query")
-            if query is None:
-                continue
-            if isinstance(membership.parent, exp.Not):
-                raise _NoKey("NOT IN (SELECT ...) depends on every row's NULLs, not on one key")
             inner = query.this if isinstance(query, exp.Subquery) else query
             if isinstance(inner, exp.Select) and len(inner.expressions) == 1:
                 left = self._node(scope, membership.this)
                 if left is not None:
                     self.classes.union(left, (id(inner), inner.expressions[0].alias_or_name))
 
-    def _equate(self, scope: Scope, left: exp.Expr, right: exp.Expr) -> None:
-        a, b = self._node(scope, left), self._node(scope, right)
-        if a is not None and b is not None and a != b:
-            self.classes.union(a, b)
-
-    def _constraints(self, scope: Scope, select: exp.Select) -> None:
-        windows = _own(select, exp.Window)
-        aggregate = bool(select.args.get("group")) or any(
-            node.find_ancestor(exp.Window) is None for node in _own(select, exp.AggFunc)
-        )
-        for window in windows:
-            nodes = self._nodes(scope, window.args.get("partition_by") or [])
-            if not nodes:
-                raise _NoKey(f"a window without PARTITION BY a column: {_text(window)}")
-            self.constraints.append(("window", nodes))
-        if scope.is_root:
-            if aggregate and windows:
-                raise _NoKey("a window over the grouped rows reads every group")
-            return
-        if select.args.get("limit") or select.args.get("offset"):
-            raise _NoKey(f"LIMIT inside the query: {_text(select)}")
-        if aggregate:
-            group = select.args.get("group")
-            nodes = self._nodes(scope, group.expressions if group else [])
-            if not nodes:
-                raise _NoKey(f"an inner aggregate without GROUP BY a column: {_text(select)}")
-            self.constraints.append(("group", nodes))
-        if select.args.get("distinct"):
-            self.constraints.append(("distinct", self._nodes(scope, select.expressions)))
-
-    def _nodes(self, scope: Scope, expressions: Iterable[exp.Expr]) -> set[Node]:
-        found = set()
-        for expression in expressions:
-            inner = expression.this if isinstance(expression, exp.Alias) else expression
-            node = self._node(scope, inner)
-            if node is not None:
-                found.add(node)
-        return found
-
 
 def _own(select: exp.Select, kind: type[exp.Expr]) -> list[exp.Expr]:
     """The `kind` nodes of this SELECT itself, not of the queries nested in it."""
     return [node for node in select.find_all(kind) if node.parent_select is select]
-
-
-def _text(node: exp.Expr) -> str:
-    return node.sql(dialect="spark")[:120]

@@ -39,6 +39,16 @@ def table_references(query: exp.Query) -> list[exp.Table]:
     return references
 
 
+def inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
+    """Whether `ancestor` is above `node` in its tree (the very node, not an equal one)."""
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
 def unnamed_output_columns(query: exp.Query) -> list[str]:
     """Output expressions that get an engine-generated name (`count(1)`); views must name them."""
     select: exp.Expr = query

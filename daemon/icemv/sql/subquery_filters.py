@@ -16,6 +16,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from icemv.identifiers import Identifier
+from icemv.sql.parse import inside
 
 
 def filter_subquery_sources(query: exp.Query) -> frozenset[Identifier] | str:
@@ -29,9 +30,9 @@ def filter_subquery_sources(query: exp.Query) -> frozenset[Identifier] | str:
         nested = isinstance(node, exp.Subquery | exp.Exists) or (
             isinstance(node, exp.Select) and node is not query
         )
-        if not nested or any(_inside(node, r) for r in roots):
+        if not nested or any(inside(node, r) for r in roots):
             continue
-        if where is None or not _inside(node, where):
+        if where is None or not inside(node, where):
             return f"a subquery outside the WHERE: {node.sql(dialect='spark')[:120]}"
         roots.append(node)
     if not roots:
@@ -39,12 +40,3 @@ def filter_subquery_sources(query: exp.Query) -> frozenset[Identifier] | str:
     return frozenset(
         Identifier((table.db,), table.name) for root in roots for table in root.find_all(exp.Table)
     )
-
-
-def _inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent is ancestor:
-            return True
-        parent = parent.parent
-    return False

@@ -1,0 +1,328 @@
+"""Whether a choice of key columns makes a query decompose by key: the affected-keys proof.
+
+Given a key column for every table occurrence, the query decomposes when
+
+    Q(r1 .. rn) = the disjoint union over key values k of Q(r1|k .. rn|k)
+
+where ri|k are the rows of ri whose key column is k (null-safely: NULL is a value of its
+own). Then the rows for the keys K a change touches are Q(r|K), and the rest did not move,
+so dV = Q(r|K at new) - Q(r|K at old) exactly (sql/delta.py, `keyed_delta`), under bag
+semantics, NULL keys included.
+
+The check goes bottom-up. Each relation (a table, a join, a SELECT's output) carries E: the
+expressions equal (null-safely) to its rows' key on every row. A relation decomposes, and
+E is, as follows; anything else is refused with the reason:
+
+- a table: its key column.
+- `A JOIN B ON c` (inner, cross with a WHERE conjunct, semi, anti): c has a top-level
+  conjunct `a = b` or `a <=> b` with a in E(A), b in E(B). Rows with different keys never
+  match, so the join is the union over k of A|k JOIN B|k. E: both sides' (a semi or anti
+  join: the left side's); inner-join conjuncts `x = y` then hold on every row and extend
+  E. A WHERE conjunct serves as an inner join's condition only when no outer join of
+  that SELECT pads its columns (a filter on preserved rows commutes with outer joins).
+- `A LEFT JOIN B ON c`, c linking the keys as above: an A row of key k can only match B
+  rows of key k, so it gets the same matches, or the same padding, from B|k. E is E(A)
+  only: on padded rows B's columns are NULL, not the key. RIGHT: E(B). FULL: only
+  COALESCE(a, b) equals the key on every row.
+- WHERE: filters row by row; its top-level conjuncts `x = y` hold on every row that passes,
+  so they extend E for what the same SELECT evaluates after it (windows, GROUP BY,
+  DISTINCT, the projection). A conjunct of an outer SELECT never extends the E of the rows
+  a window or aggregate below it saw.
+- a window: its PARTITION BY must hold a member of E (each partition then lies within one
+  key). An inner GROUP BY and an inner DISTINCT likewise, by a member of E in the keys
+  (the outputs); LIMIT inside, grouping sets inside, a global inner aggregate: refused.
+- a subquery in the WHERE or the projection, correlated by a top-level conjunct of its
+  WHERE `inner = outer` (inner in the subquery's E, outer in the outer row's): it reads,
+  for an outer row of key k, only rows of key k, whatever it computes from them (any
+  aggregate, window or null-aware IN over them): so any such subquery, in any context.
+  Uncorrelated, only `x IN (SELECT y ...)` is keyed, and only where its truth is what
+  counts: under nothing but AND/OR up to the WHERE (there TRUE means some y equals x; a
+  NULL in y or an empty subquery, which NOT/CASE/IS ... would expose, cannot matter), with
+  x in the outer E and y in the subquery's output E.
+- the projection: E(output) = the output columns that project a member of E.
+
+The root SELECT needs only to decompose; an aggregate at the root merges the delta of its
+input rows (sql/delta.py, `pre_aggregation_delta`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, build_scope
+
+from icemv.sql.parse import inside
+
+
+class NoKey(Exception):
+    """Why the query does not decompose by the chosen key (a detail for `mv explain`)."""
+
+
+def check_keys(query: exp.Select, assignment: Mapping[int, str]) -> None:
+    """Raise `NoKey` unless `query` decomposes with each table occurrence (by `id`) keyed
+    by the column `assignment` gives it."""
+    root = build_scope(query)
+    if root is None:
+        raise NoKey("the query has no scope")
+    _Check(assignment).relation(root, outer={}, is_root=True)
+
+
+def _canon(node: exp.Expr) -> str:
+    """One spelling of an expression (every identifier quoted), to compare members of E."""
+    if isinstance(node, exp.Paren):
+        return _canon(node.this)
+    copy = node.copy()
+    for identifier in copy.find_all(exp.Identifier):
+        identifier.set("quoted", True)
+    return copy.sql()
+
+
+def _column(alias: str, name: str) -> str:
+    return _canon(exp.column(name, table=alias))
+
+
+def _conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
+    if condition is None:
+        return []
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if isinstance(condition, exp.And):
+        return [c for part in condition.flatten() for c in _conjuncts(part)]
+    return [condition]
+
+
+def _equalities(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str]]:
+    """`x = y` and `x <=> y` conjuncts without subqueries, as (x, y) spellings."""
+    return [
+        (_canon(c.this), _canon(c.expression))
+        for c in conjuncts
+        if isinstance(c, exp.EQ | exp.NullSafeEQ) and c.find(exp.Query) is None
+    ]
+
+
+def _links(left: set[str], right: set[str], equalities: Iterable[tuple[str, str]]) -> bool:
+    return any((a in left and b in right) or (b in left and a in right) for a, b in equalities)
+
+
+def _closure(members: set[str], equalities: list[tuple[str, str]]) -> set[str]:
+    grown = set(members)
+    changed = True
+    while changed:
+        changed = False
+        for a, b in equalities:
+            if (a in grown) != (b in grown):
+                grown |= {a, b}
+                changed = True
+    return grown
+
+
+def _aliases(node: exp.Expr) -> set[str]:
+    """The table aliases the columns of `node` name (outside nested queries)."""
+    return {c.table for c in node.find_all(exp.Column)}
+
+
+def _own(select: exp.Select, kind: type[exp.Expr]) -> list[exp.Expr]:
+    """The `kind` nodes of this SELECT itself, not of the queries nested in it."""
+    return [node for node in select.find_all(kind) if node.parent_select is select]
+
+
+def _text(node: exp.Expr) -> str:
+    return node.sql(dialect="spark")[:120]
+
+
+def _positive(node: exp.Expr, where: exp.Where) -> bool:
+    """Only AND, OR and parentheses between `node` and the WHERE."""
+    parent = node.parent
+    while parent is not None and parent is not where:
+        if not isinstance(parent, exp.And | exp.Or | exp.Paren):
+            return False
+        parent = parent.parent
+    return parent is where
+
+
+class _Check:
+    def __init__(self, assignment: Mapping[int, str]) -> None:
+        self.assignment = assignment
+
+    def relation(
+        self, scope: Scope, outer: Mapping[str, set[str]], is_root: bool = False
+    ) -> set[str]:
+        """E of the SELECT's output rows (output column names), after checking that it
+        decomposes. `outer`: E of the enclosing row, by alias, for a correlated subquery
+        that the caller already found keyed by its correlation (then its own aggregates
+        and windows see one key's rows only and are not constrained)."""
+        select = scope.expression
+        if not isinstance(select, exp.Select):
+            raise NoKey(f"a set operation inside the query: {_text(select)}")
+        members = self.rows(scope)
+        self._subqueries(scope, select, members)
+        if not outer:
+            self._constraints(select, members, is_root)
+        outputs = set()
+        for projection in select.expressions:
+            inner = projection.this if isinstance(projection, exp.Alias) else projection
+            if _canon(inner) in members:
+                outputs.add(projection.alias_or_name)
+        return outputs
+
+    def rows(self, scope: Scope) -> set[str]:
+        """E of the rows a SELECT's WHERE passes: its FROM and joins, then the WHERE."""
+        select = scope.expression
+        assert isinstance(select, exp.Select)
+        from_ = select.args.get("from_")
+        if not isinstance(from_, exp.From):
+            raise NoKey(f"a SELECT without FROM: {_text(select)}")
+        joins = list(select.args.get("joins") or [])
+        where = select.args.get("where")
+        where_conjuncts = _conjuncts(where.this if where is not None else None)
+        padded = self._padded(from_.this, joins)
+        local = set(scope.sources)
+        usable = [
+            c
+            for c in where_conjuncts
+            if c.find(exp.Query) is None and _aliases(c) <= local and not _aliases(c) & padded
+        ]
+        members = self._source(scope, from_.this)
+        joined = {from_.this.alias_or_name}
+        for join in joins:
+            alias = join.this.alias_or_name
+            right = self._source(scope, join.this)
+            # WHERE conjuncts on the rows joined so far hold before this join already.
+            here = [c for c in usable if _aliases(c) <= joined]
+            members = _closure(members, _equalities(here))
+            side, kind = (join.side or "").upper(), (join.kind or "").upper()
+            on = _conjuncts(join.args.get("on"))
+            if join.args.get("using"):
+                raise NoKey(f"a join with USING: {_text(join)}")
+            linked = _links(members, right, _equalities(on))
+            if kind in ("SEMI", "ANTI"):
+                if not linked:
+                    raise NoKey(f"a semi or anti join not on the key: {_text(join)}")
+            elif side == "LEFT":
+                if not linked:
+                    raise NoKey(f"an outer join not on the key: {_text(join)}")
+            elif side == "RIGHT":
+                if not linked:
+                    raise NoKey(f"an outer join not on the key: {_text(join)}")
+                members = right
+            elif side == "FULL":
+                if not linked:
+                    raise NoKey(f"an outer join not on the key: {_text(join)}")
+                members = {
+                    _canon(exp.Coalesce(this=exp.maybe_parse(a), expressions=[exp.maybe_parse(b)]))
+                    for a, b in [*((m, r) for m in members for r in right),
+                                 *((r, m) for m in members for r in right)]
+                }  # fmt: skip
+            else:
+                here = [c for c in usable if _aliases(c) <= joined | {alias}]
+                if not (linked or _links(members, right, _equalities(here))):
+                    raise NoKey(f"a join not on the key: {_text(join)}")
+                members = _closure(members | right, _equalities(on))
+            joined.add(alias)
+        own = [c for c in where_conjuncts if _aliases(c) <= local]
+        return _closure(members, _equalities(own))
+
+    def _padded(self, first: exp.Expr, joins: list[exp.Join]) -> set[str]:
+        """Aliases an outer join of this SELECT may pad with NULLs."""
+        seen = [first.alias_or_name]
+        padded: set[str] = set()
+        for join in joins:
+            side = (join.side or "").upper()
+            if side in ("RIGHT", "FULL"):
+                padded |= set(seen)
+            if side in ("LEFT", "FULL"):
+                padded.add(join.this.alias_or_name)
+            seen.append(join.this.alias_or_name)
+        return padded
+
+    def _source(self, scope: Scope, node: exp.Expr) -> set[str]:
+        alias = node.alias_or_name
+        source = scope.sources.get(alias)
+        if isinstance(node, exp.Table) and isinstance(source, exp.Table):
+            key = self.assignment.get(id(source))
+            if key is None:
+                raise NoKey(f"{alias} has no key column")
+            return {_column(alias, key)}
+        if isinstance(source, Scope):
+            return {_column(alias, name) for name in self.relation(source, outer={})}
+        raise NoKey(f"a source that is neither a table nor a query: {_text(node)}")
+
+    def _subqueries(self, scope: Scope, select: exp.Select, members: set[str]) -> None:
+        where = select.args.get("where")
+        for sub in scope.subquery_scopes:
+            inner = sub.expression
+            context = inner.parent
+            holder = context.parent if isinstance(context, exp.Subquery) else context
+            in_where = where is not None and inside(inner, where)
+            in_projection = any(inside(inner, p) for p in select.expressions)
+            if not (in_where or in_projection):
+                raise NoKey(f"a subquery outside the WHERE and the projection: {_text(inner)}")
+            if self._correlated_on_key(sub, scope, members):
+                continue
+            if sub.external_columns:
+                raise NoKey(f"a subquery correlated on other columns than the key: {_text(inner)}")
+            if not (isinstance(holder, exp.In) and in_where and where is not None):
+                raise NoKey(f"a subquery that reads every key: {_text(inner)}")
+            if not _positive(holder, where):
+                why = "IN (SELECT ...) under NOT, CASE or a comparison is null-aware"
+                raise NoKey(f"{why}: {_text(holder)}")
+            if _canon(holder.this) not in members:
+                raise NoKey(f"IN (SELECT ...) not on the key: {_text(holder)}")
+            if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
+                raise NoKey(f"IN over a set operation or several columns: {_text(holder)}")
+            if inner.expressions[0].alias_or_name not in self.relation(sub, outer={}):
+                raise NoKey(f"IN (SELECT ...) of a column that is not the key: {_text(holder)}")
+
+    def _correlated_on_key(self, sub: Scope, scope: Scope, outer_members: set[str]) -> bool:
+        """A subquery whose WHERE has `inner = outer` with inner its key, outer the row's:
+        checked as a relation of its own, its aggregates and windows unconstrained."""
+        inner = sub.expression
+        if not isinstance(inner, exp.Select) or not sub.external_columns:
+            return False
+        outer_aliases = {c.table for c in sub.external_columns}
+        if not outer_aliases <= set(scope.sources):
+            raise NoKey(f"a subquery correlated with a query two levels out: {_text(inner)}")
+        where = inner.args.get("where")
+        conjuncts = _conjuncts(where.this if where is not None else None)
+        correlations = [
+            c
+            for c in conjuncts
+            if isinstance(c, exp.EQ | exp.NullSafeEQ)
+            and any(col.table in outer_aliases for col in c.find_all(exp.Column))
+        ]
+        if not correlations:
+            return False
+        local = self.rows(sub)
+        if not _links(local, outer_members, _equalities(correlations)):
+            return False
+        self.relation(sub, outer={alias: outer_members for alias in outer_aliases})
+        return True
+
+    def _constraints(self, select: exp.Select, members: set[str], is_root: bool) -> None:
+        windows = _own(select, exp.Window)
+        for window in windows:
+            partition = window.args.get("partition_by") or []
+            if not any(_canon(p) in members for p in partition):
+                raise NoKey(f"a window not partitioned by the key: {_text(window)}")
+        group = select.args.get("group")
+        aggregate = bool(group) or any(
+            node.find_ancestor(exp.Window) is None for node in _own(select, exp.AggFunc)
+        )
+        if is_root:
+            if aggregate and windows:
+                raise NoKey("a window over the grouped rows reads every group")
+            return
+        if select.args.get("limit") or select.args.get("offset"):
+            raise NoKey(f"LIMIT inside the query: {_text(select)}")
+        if aggregate:
+            if group is not None and any(group.args.get(a) for a in ("grouping_sets", "cube",
+                                                                      "rollup")):  # fmt: skip
+                raise NoKey(f"grouping sets inside the query: {_text(select)}")
+            keys = group.expressions if group is not None else []
+            if not any(_canon(k) in members for k in keys):
+                raise NoKey(f"an inner aggregate not grouped by the key: {_text(select)}")
+        if select.args.get("distinct"):
+            outputs = [p.this if isinstance(p, exp.Alias) else p for p in select.expressions]
+            if not any(_canon(o) in members for o in outputs):
+                raise NoKey(f"an inner DISTINCT without the key: {_text(select)}")
