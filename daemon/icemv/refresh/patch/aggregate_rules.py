@@ -9,6 +9,16 @@ insert-only MIN/MAX merge, as before.
 
 Deviations merge with Chan, Golub and LeVeque's pairwise update of (count, mean, M2): the
 deleted rows' (n, mean, M2) is taken out of the stored one, then the inserted rows' added.
+
+DECIMAL SUM and AVG merge exactly in the aggregate's own type (sql/decimals.py): the delta
+sums each row as it is (`-x` for a deleted one, the rows exploded to one per unit of
+weight: `x * weight` would be typed past precision 38 and rounded), stored and delta sums
+add without rounding, and a group whose sums overflow (stored NULL with inputs left, a
+delta sum NULL with inputs, an addend too wide to add exactly) is recomputed. AVG divides
+as Spark's AVG does, `sum / CAST(count AS DECIMAL(20, 0))` cast to its type, which is
+exact when that division keeps at least AVG's places and the digits it rounds are not
+exactly half a unit (a group where they are is recomputed); otherwise the touched groups
+are recomputed (`recompute` says why).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from sqlglot import exp
 
 from icemv.mv.layout import spark_type
 from icemv.refresh.patch.sqltree import case, coalesce, col, if_, num, paren, sum_
+from icemv.sql import decimals
 from icemv.sql.analysis import AggregateAnalysis, AggregateColumn
 from icemv.sql.names import WEIGHT, argument_column
 from icemv.sql.state import DEVIATIONS, ROWS, StateColumn, state_name
@@ -36,8 +47,10 @@ class MergeRules:
     rows: exp.Expr | None = None
     # Stored state that cannot be trusted (written NULL): such groups are recomputed.
     unknown: list[exp.Expr] = field(default_factory=list)
-    # Deviations read the delta one row per unit of weight (see `weight`).
+    # Deviations and DECIMAL sums read the delta one row per unit of weight (`weight`).
     exploded: bool = False
+    # Why no merge is exact for this view: its touched groups are recomputed instead.
+    recompute: str | None = None
 
 
 def _stored(name: str) -> exp.Column:
@@ -94,7 +107,12 @@ def merge_rules(
     types: Mapping[str, IcebergType],
 ) -> MergeRules:
     """Rules for every aggregate of `analysis` (its storage columns are `outputs`)."""
-    rules = MergeRules(exploded=any(a.func in DEVIATIONS for a in analysis.aggregates))
+    exploded = any(
+        a.func in DEVIATIONS
+        or (a.func in ("sum", "avg") and _decimal(types, outputs[a.position], a, state))
+        for a in analysis.aggregates
+    )
+    rules = MergeRules(exploded=exploded)
     weight = exp.Sign(this=col(WEIGHT)) if rules.exploded else col(WEIGHT)
     names = {c.name for c in state}
     for index, aggregate in enumerate(analysis.aggregates):
@@ -109,6 +127,21 @@ def merge_rules(
     if rules.rows is None and ROWS in names:
         rules.rows = rules.values[ROWS]
     return rules
+
+
+def _decimal(
+    types: Mapping[str, IcebergType],
+    output: str,
+    aggregate: AggregateColumn,
+    state: Sequence[StateColumn],
+) -> decimals.DecimalType | None:
+    """The DECIMAL type a SUM or AVG adds its inputs in (the SUM's column, or AVG's
+    hidden sum); None when it sums another type."""
+    column = state_name("sum", output) if aggregate.func == "avg" else output
+    found = types.get(column)
+    if not isinstance(found, DecimalType):
+        return None
+    return decimals.DecimalType(found.precision, found.scale)
 
 
 def _rule(
@@ -142,6 +175,13 @@ def _rule(
         new_count = _add(_zero_if_new(count), _delta(f"__icemv_dc{index}"))
         rules.values[count] = new_count
         rules.unknown.append(_is_null(_stored(count)))
+    total_type = types.get(state_name("sum", output) if func == "avg" else output)
+    if func in ("sum", "avg") and isinstance(total_type, DecimalType):
+        if not stateful:
+            rules.recompute = f"{output}: a DECIMAL sum without its input count (state)"
+            return
+        _decimal_rule(rules, func, index, output, argument, weight, new_count, types)
+        return
     if func == "sum":
         rules.deltas[delta] = sum_(_mul(argument.copy(), weight.copy()))
         if stateful:  # NULL exactly when no non-NULL input is left
@@ -155,26 +195,74 @@ def _rule(
                 default=_add(stored, change),
             )
         return
-    if func == "avg":
+    if func == "avg":  # Spark's AVG sums anything but DECIMAL as DOUBLE
         total = state_name("sum", output)
-        decimal = isinstance(types.get(total), DecimalType)
-        value = argument.copy() if decimal else _cast(argument.copy(), "DOUBLE")
-        rules.deltas[delta] = sum_(_mul(value, weight.copy()))
+        rules.deltas[delta] = sum_(_mul(_cast(argument.copy(), "DOUBLE"), weight.copy()))
         summed = _add(_zero_if_new(total), coalesce(_delta(delta), num(0)))
-        summed = _cast(summed, spark_type(types[total]))  # as Spark's AVG keeps its sum
+        summed = _cast(summed, spark_type(types[total]))
         empty = _eq(new_count.copy(), num(0))
         rules.values[total] = if_(empty.copy(), exp.null(), summed.copy())
-        if decimal:  # Spark: sum / CAST(count AS DECIMAL(20, 0)), cast to the AVG type
-            quotient = _div(summed, _cast(new_count.copy(), "DECIMAL(20, 0)"))
-            mean: exp.Expr = _cast(quotient, spark_type(types[output]))
-        else:
-            mean = _div(summed, _cast(new_count.copy(), "DOUBLE"))
+        mean = _div(summed, _cast(new_count.copy(), "DOUBLE"))
         rules.values[output] = if_(empty, exp.null(), mean)
         return
     if func in DEVIATIONS:
         _deviation_rule(rules, func, index, output, argument, new_count)
         return
     raise ValueError(f"{func} has no merge rule")
+
+
+def _decimal_rule(
+    rules: MergeRules,
+    func: str,
+    index: int,
+    output: str,
+    argument: exp.Expr,
+    sign: exp.Expr,
+    new_count: exp.Expr,
+    types: Mapping[str, IcebergType],
+) -> None:
+    """SUM / AVG of a DECIMAL, merged in its own type without rounding (see the module)."""
+    name = state_name("sum", output) if func == "avg" else output
+    stored_type = types[name]
+    assert isinstance(stored_type, DecimalType)
+    total = decimals.DecimalType(stored_type.precision, stored_type.scale)
+    delta, inputs = f"__icemv_d{index}", f"__icemv_dn{index}"
+    signed = if_(exp.GT(this=sign, expression=num(0)), argument.copy(), exp.Neg(
+        this=paren(argument.copy())))  # fmt: skip
+    rules.deltas[delta] = sum_(signed)
+    rules.deltas[inputs] = exp.Count(this=argument.copy())
+    stored, change = _stored(name), _delta(delta)
+    summed = decimals.exact_sum(
+        coalesce(stored.copy(), decimals.zero(total)),
+        coalesce(change.copy(), decimals.zero(total)),
+        total,
+    )
+    empty = _eq(new_count.copy(), num(0))
+    rules.values[name] = if_(empty.copy(), exp.null(), summed.copy())
+    rules.unknown += [
+        exp.and_(_is_null(stored.copy()), exp.GT(this=_zero_if_new(state_name("count", output)),
+                                                  expression=num(0))),
+        exp.and_(_is_null(change.copy()), exp.GT(this=_delta(inputs), expression=num(0))),
+        decimals.overflows(stored.copy(), total),
+        decimals.overflows(change.copy(), total),
+    ]  # fmt: skip
+    if func == "sum":
+        return
+    mean_type = types[output]
+    assert isinstance(mean_type, DecimalType)
+    result = decimals.DecimalType(mean_type.precision, mean_type.scale)
+    computed = decimals.divide(total, decimals.COUNT_DECIMAL)
+    if computed.scale < result.scale:
+        rules.recompute = (
+            f"{output}: AVG of {total.sql()} sums divides to {computed.scale} places, "
+            f"fewer than its {result.scale}"
+        )
+        return
+    quotient = _div(summed, decimals.cast(new_count.copy(), decimals.COUNT_DECIMAL))
+    rules.values[output] = if_(empty, exp.null(), decimals.cast(quotient.copy(), result))
+    rules.unknown.append(
+        exp.and_(exp.Not(this=empty.copy()), decimals.half_way(quotient, computed, result))
+    )
 
 
 def _deviation_rule(

@@ -100,6 +100,8 @@ def merge_aggregates_patch(
     """
     keys = _group_keys(analysis, outputs)
     rules = merge_rules(analysis, outputs, state, types or {})
+    if rules.recompute is not None:
+        return recompute()
     weight = exp.Sign(this=col(WEIGHT)) if rules.exploded else col(WEIGHT)
     projections: list[exp.Expr] = [col(alias) for _, alias in keys]
     projections.append(aliased(sum_(weight.copy()), DELTA_COUNT))
