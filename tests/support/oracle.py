@@ -77,11 +77,19 @@ def _tolerant_difference(
     return +only_actual, only_expected
 
 
-def assert_matches_oracle(lakehouse: Lakehouse, identifier: Identifier) -> None:
+def oracle_difference(lakehouse: Lakehouse, identifier: Identifier) -> str | None:
+    """What differs between the storage table and the view SQL at the recorded snapshots,
+    or None when they are equal (floats within tolerance, everything else exactly)."""
     only_actual, only_expected = _tolerant_difference(*storage_and_oracle(lakehouse, identifier))
-    assert not only_actual and not only_expected, (
-        f"storage differs from the view SQL at the recorded snapshots:\n"
-        f"  only in storage: {only_actual}\n  only in oracle: {only_expected}"
+    if not only_actual and not only_expected:
+        return None
+    return f"only in storage: {only_actual}\n  only in oracle: {only_expected}"
+
+
+def assert_matches_oracle(lakehouse: Lakehouse, identifier: Identifier) -> None:
+    difference = oracle_difference(lakehouse, identifier)
+    assert difference is None, (
+        f"storage differs from the view SQL at the recorded snapshots:\n  {difference}"
     )
 
 
