@@ -888,6 +888,8 @@ def test_alerts_query_only_metrics_icemv_exports(chart: Any) -> None:
         "IcemvNotReady",
         "IcemvAbsent",
         "IcemvKafkaDisconnected",
+        "IcemvWrongDelta",
+        "IcemvVerifyMismatch",
     }
     for name, rule in rules.items():
         check_promql(rule["expr"], name)
@@ -920,6 +922,11 @@ def test_alert_expressions_mean_what_operations_md_says(chart: Any) -> None:
     assert set(excluded.group(1).split("|")) == EXPECTED_FULL_REASONS
     # Those reasons are the ones icemv gives to full refreshes that are not fallbacks.
     assert set(icemv.refresh.policy.INHERENTLY_FULL) <= EXPECTED_FULL_REASONS
+    wrong = rules["IcemvWrongDelta"]["expr"]
+    assert check_promql(wrong, "wrong") == {"icemv_refresh_inconsistent_total"}
+    assert "by (namespace, job, mv, rule)" in wrong and "> 0" in wrong
+    mismatch = rules["IcemvVerifyMismatch"]["expr"]
+    assert check_promql(mismatch, "mismatch") == {"icemv_verify_mismatches_total"}
     assert {RefreshReason.REQUESTED, RefreshReason.POLICY_FULL} <= EXPECTED_FULL_REASONS
     assert re.search(r"icemv_ready\{[^}]*\}\) == 0", rules["IcemvNotReady"]["expr"])
     assert rules["IcemvAbsent"]["expr"].strip().startswith("absent(icemv_ready{")

@@ -102,10 +102,12 @@ class SparkSetupError(IcemvError, RuntimeError):
 class FullRefreshRequiredError(IcemvError):
     """The delta cannot (or should not) be computed; `reason` is the recorded reason code."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "", rule: str | None = None) -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+        # The delta rule whose result was found wrong (`storage-inconsistent`), if any.
+        self.rule = rule
 
 
 class ArrowUnsupportedError(IcemvError, ValueError):

@@ -16,6 +16,7 @@ def test_summary_keys_keep_their_strings() -> None:
         "icemv.rows-inserted",
         "icemv.rows-deleted",
         "icemv.engine",
+        "icemv.verify-diff",
     }
 
 

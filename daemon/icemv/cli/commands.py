@@ -71,6 +71,46 @@ def cmd_mv_compact(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mv_verify(config: Config, args: argparse.Namespace) -> int:
+    """Exit 0 when the storage table equals the view's SQL, 1 when it differs."""
+    from icemv.mv.verify import verify_mv, verify_report_json
+
+    lakehouse = Lakehouse(config)
+    identifier = lakehouse.identifier(args.name)
+    report = verify_mv(lakehouse, identifier, slices=args.slices, sample=args.sample)
+    if args.format == "json":
+        print(json.dumps(verify_report_json(report), indent=2, default=str))
+    else:
+        print(f"{identifier}: {report.summary()} ({report.seconds:.1f} s)")
+        for side, rows in (("storage", report.samples_storage), ("view", report.samples_view)):
+            for row in rows:
+                print(f"  only in {side}: {row!r}")
+    if report.clean:
+        return 0
+    if args.repair:
+        from icemv.refresh.policy import refresh_mv
+
+        result = refresh_mv(lakehouse, identifier, repair=report.summary())
+        print(f"repaired by a full refresh: storage snapshot {result.storage_snapshot_id}")
+    return 1
+
+
+def cmd_mv_clear(config: Config, args: argparse.Namespace) -> int:
+    from icemv.mv.model import load_materialized_view
+    from icemv.refresh.incident import set_quarantine
+    from icemv.spec.quarantine import quarantine_of
+
+    lakehouse = Lakehouse(config)
+    mv = load_materialized_view(lakehouse, lakehouse.identifier(args.name))
+    quarantine = quarantine_of(lakehouse.load_table(mv.storage).properties)
+    if quarantine is None:
+        print(f"{mv.identifier}: no rule is quarantined")
+        return 0
+    set_quarantine(lakehouse, mv.storage, None)
+    print(f"{mv.identifier}: rule {quarantine.rule} cleared; incremental refreshes resume")
+    return 0
+
+
 def cmd_mv_replace(config: Config, args: argparse.Namespace) -> int:
     from icemv.mv.lifecycle import replace_mv
 
@@ -124,9 +164,11 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
         return 0
     print(f"{'materialized view':40} {'state':8} {'staleness_s':>12} {'pending':>8}  reason")
     for row in rows:
+        quarantined = row["quarantined-rule"]
+        note = f"  [rule {quarantined} quarantined]" if quarantined else ""
         print(
             f"{row['name']:40} {row['state']:8} {row['staleness-seconds']:>12.1f} "
-            f"{row['pending-snapshots']:>8}  {row['reason'] or ''}"
+            f"{row['pending-snapshots']:>8}  {row['reason'] or ''}{note}"
         )
     return 0
 

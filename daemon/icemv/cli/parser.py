@@ -12,6 +12,7 @@ from icemv.cli.commands import (
     cmd_config_show,
     cmd_demo,
     cmd_emit,
+    cmd_mv_clear,
     cmd_mv_compact,
     cmd_mv_create,
     cmd_mv_drop,
@@ -19,6 +20,7 @@ from icemv.cli.commands import (
     cmd_mv_list,
     cmd_mv_replace,
     cmd_mv_show,
+    cmd_mv_verify,
     cmd_refresh,
     cmd_run,
     cmd_status,
@@ -27,6 +29,26 @@ from icemv.config import Config
 
 DESCRIPTION = "icemv keeps Apache Iceberg materialized views fresh, incrementally."
 EPILOG = "Start with `icemv demo`; `icemv COMMAND --help` describes each command."
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be within (0, 1]: {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,6 +103,26 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         mv, "compact", cmd_mv_compact, "compact the storage table, expire old snapshots"
     ).add_argument("name")
+    verify = add(
+        mv,
+        "verify",
+        cmd_mv_verify,
+        "compare the storage table with the view SQL (exit 1: differs)",
+    )
+    verify.add_argument("name")
+    verify.add_argument(
+        "--slices", type=_positive_int, default=64, help="hash slices to compare (default 64)"
+    )
+    verify.add_argument(
+        "--sample", type=_share, default=1.0, help="share of the slices to check (0 < F <= 1)"
+    )
+    verify.add_argument(
+        "--repair", action="store_true", help="on a difference, repair with a full refresh"
+    )
+    verify.add_argument("--format", choices=["text", "json"], default="text")
+    add(mv, "clear", cmd_mv_clear, "resume a rule quarantined after a wrong delta").add_argument(
+        "name"
+    )
 
     refresh = add(commands, "refresh", cmd_refresh, "refresh one materialized view now")
     refresh.add_argument("name")

@@ -230,6 +230,17 @@ class MaintenanceConfig(_Section):
     orphan_file_age_seconds: float = Field(default=86400.0, ge=0)
     # A private `icemv_*` refresh branch older than this is a leftover of a killed refresh.
     branch_min_age_seconds: float = Field(default=600.0, ge=0)
+    # How often the daemon verifies every MV it owns against its SQL at the recorded
+    # snapshots (mv/verify.py), one MV at a time; a difference is counted, logged and
+    # repaired with a full refresh. 0: never (`icemv mv verify` on demand; 86400: daily).
+    verify_interval_seconds: float = Field(default=0.0, ge=0)
+    # The hash slices each MV is cut into, and the share of them one scheduled run checks
+    # (different slices each run).
+    verify_slices: int = Field(default=64, ge=1)
+    verify_sample: float = Field(default=1.0, gt=0, le=1)
+    # The budget: an MV whose sources hold more rows than this is skipped by scheduled
+    # runs (each run evaluates the view's SQL in full); 0: no limit.
+    verify_max_source_rows: int = Field(default=0, ge=0)
 
 
 class MetricsConfig(_Section):

@@ -10,6 +10,7 @@ from sqlglot import exp
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.layout import StorageLayout
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, MaterializedView
+from icemv.mv.report import quarantined_rule
 from icemv.sql.analysis import (
     IvmAnalysis,
     MaintainableAnalysis,
@@ -118,7 +119,11 @@ def explain(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
     analysis = analyse(reads, mv.sql, mv.version.default_namespace or mv.identifier.namespace)
     policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
     state = StorageLayout.of(reads.load_table(mv.storage)).state_of(analysis)
-    return {"name": mv.identifier.dotted, **explain_analysis(analysis, policy, state)}
+    report = {"name": mv.identifier.dotted, **explain_analysis(analysis, policy, state)}
+    quarantine = quarantined_rule(reads, mv)
+    if quarantine is not None:
+        report["quarantined"] = quarantine
+    return report
 
 
 def render_explain(report: dict[str, Any]) -> str:
@@ -150,6 +155,12 @@ def render_explain(report: dict[str, Any]) -> str:
     if report.get("state-columns"):
         lines.append(f"  hidden state columns: {', '.join(report['state-columns'])}")
     lines.append(f"  change sets: {report['change-sets']}")
+    quarantine = report.get("quarantined")
+    if quarantine:
+        lines.append(
+            f"  QUARANTINED: rule {quarantine['rule']} gave a wrong delta "
+            f"({quarantine['detail']}); refreshes using it are full until `icemv mv clear`"
+        )
     return "\n".join(lines)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from icemv.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.history import history_as_6420, refresh_history
 from icemv.mv.model import MaterializedView
+from icemv.spec.quarantine import quarantine_of
 
 
 def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
@@ -98,10 +99,29 @@ def render_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def quarantined_rule(reads: CatalogReads, mv: MaterializedView) -> dict[str, Any] | None:
+    """The delta rule quarantined for this MV's current definition (spec/quarantine.py)."""
+    try:
+        properties = reads.load_table(mv.storage).properties
+    except Exception:  # noqa: BLE001 (storage missing: freshness already says invalid)
+        return None
+    quarantine = quarantine_of(properties)
+    if quarantine is None or quarantine.view_version_id != mv.version.version_id:
+        return None
+    return {
+        "rule": quarantine.rule,
+        "since-ms": quarantine.since_ms,
+        "detail": quarantine.detail,
+        "snapshots": dict(quarantine.snapshots),
+    }
+
+
 def status_rows(lakehouse: Lakehouse, mvs: list[MaterializedView]) -> list[dict[str, Any]]:
     rows = []
+    reads = CatalogReads(lakehouse)  # each storage table loaded once
     for mv in mvs:
-        freshness = assess_freshness(lakehouse, mv)
+        freshness = assess_freshness(lakehouse, mv, reads=reads)
+        quarantine = quarantined_rule(reads, mv)
         rows.append(
             {
                 "name": mv.identifier.dotted,
@@ -109,6 +129,7 @@ def status_rows(lakehouse: Lakehouse, mvs: list[MaterializedView]) -> list[dict[
                 "reason": freshness.reason,
                 "staleness-seconds": round(freshness.staleness_seconds, 3),
                 "pending-snapshots": freshness.pending_snapshots,
+                "quarantined-rule": quarantine["rule"] if quarantine else None,
             }
         )
     return rows

@@ -10,11 +10,19 @@ from icemv.refresh.result import RefreshResult
 from icemv.spec.summary import RefreshMode, SummaryKey
 
 
-def full_refresh(plan: RefreshPlan, reason: str, phases: PhaseClock | None = None) -> RefreshResult:
+def full_refresh(
+    plan: RefreshPlan,
+    reason: str,
+    phases: PhaseClock | None = None,
+    verify_diff: str | None = None,
+) -> RefreshResult:
+    """Recompute the view; `verify_diff`: what a verification found, kept in the record."""
     phases = phases or PhaseClock()
     phases.end("plan")
     lakehouse = plan.reads.lakehouse
     details: dict[str, str] = {SummaryKey.MODE: RefreshMode.FULL, SummaryKey.REASON: reason}
+    if verify_diff is not None:
+        details[SummaryKey.VERIFY_DIFF] = verify_diff[:500]
     properties = commit_properties(plan.state, details)
     df = lakehouse.spark.sql(plan.full_sql())
     # The storage schema was derived from the query: align by position, keep storage names.

@@ -103,7 +103,14 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
                 if patch is None:
                     # Top-level columns only (`column_names` also names an array's elements).
                     outputs = [f.name for f in storage.schema().fields]
-                    patch = _prepare_patch(plan, reader, views, outputs, target, phases)
+                    try:
+                        patch = _prepare_patch(plan, reader, views, outputs, target, phases)
+                    except FullRefreshRequiredError as wrong:
+                        if wrong.reason != RefreshReason.STORAGE_INCONSISTENT:
+                            raise
+                        raise FullRefreshRequiredError(wrong.reason, wrong.detail, plan.rule) from (
+                            wrong
+                        )
                     if isinstance(plan.analysis, RowsAnalysis) and plan.analysis.top_n is not None:
                         mode, reason = RefreshMode.NO_OP, RefreshReason.TOP_N_UNREACHED
                 engine = ENGINE_ARROW if route is None else ENGINE_SPARK

@@ -27,6 +27,7 @@ from icemv.mv.model import MaterializedView
 from icemv.refresh.changes.classify import SourceChange, classify_change
 from icemv.refresh.changes.manifests import touched_files
 from icemv.refresh.cost import CostEstimate, estimate
+from icemv.spec.quarantine import quarantine_of
 from icemv.spec.refresh_state import RefreshState
 from icemv.spec.summary import TOTAL_RECORDS, RefreshReason, summary_of
 from icemv.sql.analysis import (
@@ -136,6 +137,18 @@ class IncrementalPlan:
         return keys is not None and keys.needs_keys(self.moved)
 
     @property
+    def rule(self) -> str:
+        """The delta rule this refresh uses: what a wrong delta quarantines
+        (spec/quarantine.py)."""
+        if self.keyed:
+            return "affected-keys"
+        analysis = self.analysis
+        if isinstance(analysis, RowsAnalysis):
+            return "top-n" if analysis.top_n is not None else "row-deltas"
+        stateful = bool(self.base.state_columns)
+        return f"aggregate-{analysis.aggregate_strategy(self.with_deletes, stateful)}"
+
+    @property
     def with_deletes(self) -> bool:
         """Whether the view delta may remove rows: a source lost rows, or the delta is keyed."""
         return self.keyed or any(c.kind == "general" for c in self.moved.values())
@@ -211,6 +224,13 @@ def plan_incremental(
     moved = {i: c for i, c in changes.items() if c.kind in ("append-only", "general")}
     _check_rule_limits(analysis, moved)
     plan = IncrementalPlan(base, analysis, planned_from, changes, moved)
+    quarantine = quarantine_of(base.storage.properties)
+    if quarantine is not None and quarantine.applies(base.mv.version.version_id, plan.rule):
+        raise FullRefreshRequiredError(
+            RefreshReason.RULE_QUARANTINED,
+            f"rule {quarantine.rule} gave this MV a wrong delta ({quarantine.detail}); "
+            "`icemv mv clear` resumes it",
+        )
     if cost_factor is not None and moved:
         cost = estimate_cost(base, moved)
         if not cost.incremental(cost_factor):

@@ -25,6 +25,7 @@ from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_materialized_view
 from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
+from icemv.refresh.incident import record_incident
 from icemv.refresh.incremental import arrow_takes, incremental_refresh
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import plan_incremental, plan_refresh
@@ -39,8 +40,14 @@ INHERENTLY_FULL = (RefreshReason.NEVER_REFRESHED, RefreshReason.DEFINITION_CHANG
 
 
 def refresh_mv(
-    lakehouse: Lakehouse, identifier: Identifier, force_full: bool = False
+    lakehouse: Lakehouse,
+    identifier: Identifier,
+    force_full: bool = False,
+    repair: str | None = None,
 ) -> RefreshResult:
+    """`repair`: a verification's diff summary; the refresh is then full
+    (`verify-mismatch`) and its record keeps the summary."""
+    force_full = force_full or repair is not None
     reads = CatalogReads(lakehouse)  # each table loaded once per attempt
     prepare_refresh(reads, identifier, refresh_mv)  # leftovers, source MVs, lost columns
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -72,7 +79,9 @@ def refresh_mv(
             )
         try:
             plan = plan_refresh(reads, mv, int(started * 1000))
-            if force_full:
+            if repair is not None:
+                result = full_refresh(plan, RefreshReason.VERIFY_MISMATCH, phases, repair)
+            elif force_full:
                 result = full_refresh(plan, RefreshReason.REQUESTED, phases)
             elif policy == "full":
                 result = full_refresh(plan, RefreshReason.POLICY_FULL, phases)
@@ -89,6 +98,9 @@ def refresh_mv(
                     )
                     result = incremental_refresh(incremental, phases)
                 except FullRefreshRequiredError as fallback:
+                    incident = fallback.rule
+                    if incident is not None:
+                        record_incident(plan, incident, fallback.detail, freshness.last_refresh)
                     if policy == "incremental-strict":
                         raise RefreshFailedError(
                             f"{identifier}: incremental-strict but {fallback}"
@@ -100,11 +112,13 @@ def refresh_mv(
                         detail=fallback.detail,
                     )
                     result = full_refresh(plan, fallback.reason, phases)
+                    result = dataclasses.replace(result, incident=incident)
         except StorageCommitConflictError as exc:
             log.info(
                 "refresh_conflict_replanning", mv=str(identifier), attempt=attempt, error=str(exc)
             )
-            force_full = False  # whoever won may have made the MV fresh already
+            # Whoever won may have made the MV fresh already (a repair still repairs).
+            force_full = repair is not None
             continue
         log.debug(
             "refresh_catalog_loads",

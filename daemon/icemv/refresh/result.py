@@ -35,6 +35,8 @@ class RefreshResult:
     # a refresh without a delta (full, skipped, no-op). When Spark, why not Arrow.
     engine: str | None = None
     engine_reason: str | None = None
+    # The delta rule this refresh found wrong and quarantined (refresh/incident.py).
+    incident: str | None = None
 
     @property
     def committed(self) -> bool:

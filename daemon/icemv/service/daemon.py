@@ -80,6 +80,7 @@ class Daemon:
             config.maintenance,
             owns=self.ownership.owns,
             busy=self.scheduler.pending,
+            repair=self._repair,
         )
         self.router = EventRouter(
             config.catalog.name,
@@ -118,6 +119,10 @@ class Daemon:
         self._config_mtime = self._mtime()
         self.http_port: int | None = None
         self.refreshes_finished = True
+        # MVs a verification found differing, with its diff summary: their next refresh
+        # is a full one that records it.
+        self._repairs: dict[Identifier, str] = {}
+        self._repairs_lock = threading.Lock()
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -211,7 +216,21 @@ class Daemon:
         activate(spark)
         # A FAIR pool per worker thread: refreshes share the executors instead of queueing.
         use_scheduler_pool(spark, threading.current_thread().name)
-        return refresh_mv(self.lakehouse, mv)
+        with self._repairs_lock:
+            repair = self._repairs.pop(mv, None)
+        try:
+            return refresh_mv(self.lakehouse, mv, repair=repair)
+        except BaseException:
+            if repair is not None:  # the retry still repairs
+                with self._repairs_lock:
+                    self._repairs.setdefault(mv, repair)
+            raise
+
+    def _repair(self, mv: Identifier, diff: str) -> Future[RefreshResult]:
+        """A full refresh of `mv` that records what a verification found differing."""
+        with self._repairs_lock:
+            self._repairs[mv] = diff
+        return self.scheduler.request(mv, "verify-mismatch")
 
     def _on_result(self, result: RefreshResult) -> None:
         # One load of the storage table and the sources for the latencies and the check.

@@ -43,7 +43,13 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_refresh_attempts_total",
     "icemv_owned_mvs",
     "icemv_refresh_requests_forwarded_total",
+    "icemv_refresh_inconsistent_total",
+    "icemv_verify_runs_total",
+    "icemv_verify_mismatches_total",
+    "icemv_verify_last_clean_timestamp_seconds",
 )
+# What a verification run came to (mv/verify.py).
+VERIFY_RESULTS = ("clean", "mismatch", "error", "skipped")
 
 STATES: tuple[State, ...] = ("fresh", "stale", "invalid")
 EVENT_FORMATS = frozenset({"icemv", "lakekeeper", "polaris", "unknown"})
@@ -193,6 +199,33 @@ class Metrics:
             "MVs whose refresh was requested from the replica owning them (one per MV).",
             registry=r,
         )
+        self.inconsistent = Counter(
+            "icemv_refresh_inconsistent",
+            "Refreshes whose delta was found wrong (it deleted rows the storage table did not "
+            "hold), by MV and delta rule; the rule is then quarantined for that MV.",
+            ["mv", "rule"],
+            registry=r,
+        )
+        self.verify_runs = Counter(
+            "icemv_verify_runs",
+            "Verifications of an MV's storage table against its SQL, by result "
+            "(clean|mismatch|error|skipped).",
+            ["mv", "result"],
+            registry=r,
+        )
+        self.verify_mismatches = Counter(
+            "icemv_verify_mismatches",
+            "Slices a verification found differing from the view's SQL (each repaired by a "
+            "full refresh).",
+            ["mv"],
+            registry=r,
+        )
+        self.verify_last_clean = Gauge(
+            "icemv_verify_last_clean_timestamp_seconds",
+            "Unix time of the MV's last verification that found no difference.",
+            ["mv"],
+            registry=r,
+        )
         self.up.set(1)
         self.build_info.labels(version or _package_version()).set(1)
 
@@ -216,6 +249,18 @@ class Metrics:
         self.rows.labels(mv, "deleted").inc(result.rows_deleted)
         for latency in commit_latencies_seconds:
             self.commit_to_fresh.labels(mv).observe(max(0.0, latency))
+        if result.incident is not None:
+            self.inconsistent.labels(mv, result.incident).inc()
+
+    def record_verify(
+        self, mv: str, result: str, mismatched_slices: int = 0, at_seconds: float = 0.0
+    ) -> None:
+        """One verification run: `result` one of VERIFY_RESULTS."""
+        self.verify_runs.labels(mv, result).inc()
+        if mismatched_slices:
+            self.verify_mismatches.labels(mv).inc(mismatched_slices)
+        if result == "clean":
+            self.verify_last_clean.labels(mv).set(at_seconds)
 
     def record_attempt(self, mv: str) -> None:
         self.attempts.labels(mv).inc()
@@ -268,6 +313,10 @@ class Metrics:
             self.refreshes,
             self.rows,
             self.commit_to_fresh,
+            self.inconsistent,
+            self.verify_runs,
+            self.verify_mismatches,
+            self.verify_last_clean,
         ):
             metric.remove_by_labels({"mv": mv})
 

@@ -24,7 +24,9 @@ through it. A replica that gains MVs (a rebalance) polls again at once (`poll_so
 
 Storage upkeep runs here too, every `maintenance.interval_seconds`: leftover refresh
 branches, snapshot expiry and unreferenced files, with pyiceberg only, so a service that
-runs for months keeps its storage metadata (and commit times) bounded.
+runs for months keeps its storage metadata (and commit times) bounded. So does the audit,
+every `maintenance.verify_interval_seconds` (off by default): each owned MV's storage
+table compared with its SQL (mv/verify.py), a difference counted, logged and repaired.
 """
 
 from __future__ import annotations
@@ -57,10 +59,12 @@ from icemv.mv.model import (
     MaterializedView,
     load_materialized_view,
 )
+from icemv.mv.verify import VerifyError, verify_mv
 from icemv.refresh.result import RefreshResult
 from icemv.service.metrics import Metrics
 from icemv.service.source_index import SourceIndex, dependency_order
 from icemv.spec.durations import parse_duration
+from icemv.spec.summary import TOTAL_RECORDS, summary_of
 
 log = structlog.get_logger(__name__)
 
@@ -107,6 +111,7 @@ class Reconciler:
         maintenance: MaintenanceConfig | None = None,
         owns: Callable[[Identifier], bool] | None = None,
         busy: Callable[[], Collection[Identifier]] | None = None,
+        repair: Callable[[Identifier, str], object] | None = None,
     ) -> None:
         """`owns(mv)`: whether this replica polls and schedules `mv` (default: every MV);
         `busy()`: MVs with a refresh queued, running or retrying, which a poll leaves alone
@@ -120,6 +125,9 @@ class Reconciler:
         self._maintenance = maintenance
         self._owns = owns or (lambda _mv: True)
         self._busy = busy or frozenset
+        # `repair(mv, diff)`: a full refresh that keeps a verification's diff summary.
+        self._repair = repair
+        self._verify_runs = 0
         self._published: set[Identifier] = set()  # MVs whose freshness series we export
         self._jobs = BackgroundScheduler(daemon=True, logger=JOBS_LOGGER)
         self._mv_jobs: dict[str, str] = {}  # job id -> trigger description
@@ -143,6 +151,14 @@ class Reconciler:
                 self.maintain,
                 IntervalTrigger(seconds=upkeep.interval_seconds),
                 id="maintenance",
+                max_instances=1,
+                coalesce=True,
+            )
+        if upkeep is not None and upkeep.enabled and upkeep.verify_interval_seconds > 0:
+            self._jobs.add_job(
+                self.verify,
+                IntervalTrigger(seconds=upkeep.verify_interval_seconds),
+                id="verify",
                 max_instances=1,
                 coalesce=True,
             )
@@ -239,6 +255,71 @@ class Reconciler:
                 branches_removed=list(result.branches_removed),
             )
         return done
+
+    def verify(self, mvs: Collection[Identifier] | None = None) -> int:
+        """One verification pass over every MV this replica owns (or these), one at a
+        time (the budget: `verify_sample` of the slices each, MVs over
+        `verify_max_source_rows` skipped); a difference is counted, logged and repaired.
+        How many differed."""
+        config = self._maintenance
+        if config is None or not config.enabled:
+            return 0
+        self._verify_runs += 1
+        differed = 0
+        for identifier in mvs if mvs is not None else dependency_order(self._index.snapshot):
+            if not self._owns(identifier):
+                continue
+            mv = identifier.dotted
+            if self._over_budget(identifier, config.verify_max_source_rows):
+                self._metrics.record_verify(mv, "skipped")
+                continue
+            try:
+                report = verify_mv(
+                    self._lakehouse,
+                    identifier,
+                    slices=config.verify_slices,
+                    sample=config.verify_sample,
+                    seed=self._verify_runs,
+                )
+            except VerifyError:
+                self._metrics.record_verify(mv, "skipped")  # never refreshed yet
+                continue
+            except Exception as exc:  # noqa: BLE001 (one MV's trouble must not stop the others)
+                self._metrics.record_verify(mv, "error")
+                log.warning("verify_failed", mv=mv, error=f"{type(exc).__name__}: {exc}")
+                continue
+            if report.clean:
+                self._metrics.record_verify(mv, "clean", at_seconds=time.time())
+                log.info("verified", mv=mv, summary=report.summary(),
+                         seconds=round(report.seconds, 3))  # fmt: skip
+                continue
+            differed += 1
+            self._metrics.record_verify(mv, "mismatch", len(report.differing_slices))
+            log.error(
+                "verify_mismatch",
+                mv=mv,
+                summary=report.summary(),
+                storage_snapshot_id=report.storage_snapshot_id,
+                sample_only_in_storage=[repr(r)[:200] for r in report.samples_storage],
+                sample_only_in_view=[repr(r)[:200] for r in report.samples_view],
+                action="repairing with a full refresh",
+            )
+            if self._repair is not None:
+                self._repair(identifier, report.summary())
+        return differed
+
+    def _over_budget(self, identifier: Identifier, max_rows: int) -> bool:
+        if max_rows <= 0:
+            return False
+        readers = self._index.snapshot.readers
+        total = 0
+        for source in (table for table, mvs in readers.items() if identifier in mvs):
+            try:
+                table = self._lakehouse.load_table(source)
+            except Exception:  # noqa: BLE001 (a source that does not load: not over budget)
+                continue
+            total += int(summary_of(table.current_snapshot()).get(TOTAL_RECORDS, 0))
+        return total > max_rows
 
     def remove_leftover_branches(self) -> list[str]:
         """At start-up: private branches that refreshes killed before this start left."""

@@ -52,6 +52,8 @@ class SummaryKey(StrEnum):
     ENGINE = "icemv.engine"  # who computed an incremental delta: `arrow` or `spark`
     ROWS_INSERTED = "icemv.rows-inserted"
     ROWS_DELETED = "icemv.rows-deleted"
+    # A full refresh repairing what a verification found: a bounded summary of the diff.
+    VERIFY_DIFF = "icemv.verify-diff"
 
 
 class RefreshMode(StrEnum):
@@ -98,6 +100,10 @@ class RefreshReason(StrEnum):
     TOP_N_UNREACHED = "top-n-unreached"
     TOP_N_REACHED = "top-n-reached"
     TOP_N_NOT_APPEND_ONLY = "top-n-not-append-only"
+    # A rule that once gave this MV a wrong delta is quarantined (spec/quarantine.py).
+    RULE_QUARANTINED = "rule-quarantined"
+    # A verification found the storage table differing from the view (mv/verify.py).
+    VERIFY_MISMATCH = "verify-mismatch"
 
 
 def summary_of(snapshot: Snapshot | None) -> Mapping[str, str]:
