@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz chaos bench bench-arrow bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
+.PHONY: install system-deps demo test test-fast fuzz fuzz-sql chaos bench bench-arrow bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -54,6 +54,17 @@ test: install system-deps lint typecheck $(if $(filter 1,$(IMAGE_TEST)),image)
 FUZZ_EXAMPLES ?= 200
 fuzz: install system-deps
 	ICEMV_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/test_incremental_oracle.py
+
+# Generated views against the oracle (tests/test_fuzz_sql.py): FUZZ_SQL_BATCHES batches of
+# FUZZ_SQL_VIEWS views, each batch through one history of FUZZ_SQL_STEPS steps, per catalog
+# kind (`make test` runs one batch of 8 views); failures are shrunk within FUZZ_SQL_SHRINK
+# replays and written as tests, with a JSON summary per kind, under fuzz-results/.
+FUZZ_SQL_BATCHES ?= 13
+FUZZ_SQL_VIEWS ?= 20
+FUZZ_SQL_STEPS ?= 6
+FUZZ_SQL_SHRINK ?= 40
+fuzz-sql: install system-deps
+	ICEMV_FUZZ_SQL_BATCHES=$(FUZZ_SQL_BATCHES) ICEMV_FUZZ_SQL_VIEWS=$(FUZZ_SQL_VIEWS) ICEMV_FUZZ_SQL_STEPS=$(FUZZ_SQL_STEPS) ICEMV_FUZZ_SQL_SHRINK=$(FUZZ_SQL_SHRINK) ICEMV_FUZZ_SQL_SEED=$${ICEMV_FUZZ_SQL_SEED:-1000} $(BIN)/pytest -q -s -p no:cacheprovider tests/test_fuzz_sql.py
 
 # The kill-loop test with many kills per write path (`make test` runs 5 per path).
 CHAOS_KILLS ?= 50

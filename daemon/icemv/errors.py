@@ -110,6 +110,12 @@ class FullRefreshRequiredError(IcemvError):
         self.rule = rule
 
 
+class EngineRefusedError(IcemvError, ValueError):
+    """The embedded engine does not compute this delta (sql/portable.py refused a
+    construct, the rows were too many, or DuckDB raised); Spark computes it, and the
+    message is the refresh's `engine_reason`."""
+
+
 class ArrowUnsupportedError(IcemvError, ValueError):
     """The delta is not computed on the driver in Arrow (sql/arrow_expr.py and the Arrow
     patches): an expression outside the subset whose Spark semantics Arrow matches, or a

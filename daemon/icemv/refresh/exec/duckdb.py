@@ -1,0 +1,91 @@
+"""The embedded executor: the delta and merge trees run by DuckDB over Arrow tables.
+
+One in-process connection per refresh, with its threads and memory capped
+(`refresh.duckdb_threads`, `refresh.duckdb_memory_limit`), its time zone Spark's session
+zone, and division by zero NULL as in Spark. Nothing is downloaded: the extensions the
+wheel carries (ICU for time zones) are all it uses, and autoloading is off. The rows are
+what icemv read with pyiceberg (deletes applied by icemv); every tree passes the
+portability gate (sql/portable.py) first, and a refusal or a DuckDB error sends the
+refresh to Spark (`EngineRefusedError`, with the reason). DuckDB releases the GIL while it
+runs, so refreshes on the driver overlap.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+import duckdb
+import pyarrow as pa
+from sqlglot import exp
+
+from icemv.errors import EngineRefusedError
+from icemv.sql.portable import NotPortable, Schema, to_duckdb
+from icemv.sql.spark_types import of_arrow
+
+NAME = "duckdb"
+
+
+def connect(threads: int, memory_limit: str, time_zone: str) -> duckdb.DuckDBPyConnection:
+    """A connection computing as Spark's session does (see the module)."""
+    connection = duckdb.connect(
+        config={
+            "threads": threads,
+            "memory_limit": memory_limit,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+        }
+    )
+    connection.execute("SET TimeZone = ?", [time_zone])
+    connection.execute("SET error_on_division_by_zero = false")
+    connection.execute("SET ieee_floating_point_ops = false")
+    return connection
+
+
+class DuckDBExecutor:
+    """Registers Arrow tables and trees by name; runs trees; collects Arrow."""
+
+    name = NAME
+
+    def __init__(self, threads: int, memory_limit: str, time_zone: str) -> None:
+        self.connection = connect(threads, memory_limit, time_zone)
+        self.schemas: dict[str, Schema] = {}
+
+    def add_rows(self, purpose: str, rows: pa.Table) -> str:
+        """Arrow rows as a relation the trees may name; its name."""
+        name = _name(purpose)
+        self.connection.register(name, rows)
+        self.schemas[name] = {f.name: of_arrow(f.type) for f in rows.schema}
+        return name
+
+    def register(self, purpose: str, query: exp.Query, cache: bool = False) -> str:
+        """`query`'s rows, computed now, as a relation; its name (`cache`: always)."""
+        return self.add_rows(purpose, self._run(query))
+
+    def collect(self, query: exp.Query, max_rows: int) -> pa.Table | None:
+        rows = self._run(query)
+        return None if rows.num_rows > max_rows else rows
+
+    def rows(self, name: str) -> pa.Table:
+        return self.connection.table(name).to_arrow_table()
+
+    def _run(self, query: exp.Query) -> pa.Table:
+        try:
+            portable = to_duckdb(query, self.schemas)
+        except NotPortable as why:
+            raise EngineRefusedError(str(why)) from None
+        try:
+            return self.connection.sql(portable.sql).to_arrow_table()
+        except duckdb.Error as error:  # overflow and the like: Spark decides
+            raise EngineRefusedError(f"DuckDB: {str(error).splitlines()[0][:200]}") from None
+
+    def drop(self) -> None:
+        self.connection.close()
+
+
+def schema_of(rows: Mapping[str, pa.Table]) -> dict[str, Schema]:
+    return {name: {f.name: of_arrow(f.type) for f in t.schema} for name, t in rows.items()}
+
+
+def _name(purpose: str) -> str:
+    return f"__icemv_{purpose}_{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,263 @@
+"""The engine-comparison corpus: expressions and small queries over edge values (NULL, 0,
+-0.0, NaN, extreme integers, DECIMAL at high scale, timestamps around a DST change, unicode
+and empty strings) evaluated by Spark and by DuckDB. Each must give identical results (the
+same values, the same types) or be refused by the portability gate (sql/portable.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import struct
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+from sqlglot import parse_one
+
+from icemv.engine.arrow import collect_bounded
+from icemv.lakehouse import Lakehouse
+from icemv.refresh.exec.duckdb import connect
+from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.sql.spark_types import of_arrow
+
+pytestmark = [pytest.mark.spark]
+
+UTC = dt.UTC
+D = Decimal
+# r: row id; i INT, b BIGINT, x DOUBLE, m DECIMAL(12,2), h DECIMAL(38,10), n DECIMAL(7,2),
+# s STRING, day DATE, ts TIMESTAMP, f BOOLEAN
+ROWS: list[tuple[Any, ...]] = [
+    (1, 0, 0, 0.0, D("0.00"), D("0E-10"), D("0.00"), "", dt.date(1970, 1, 1),
+     dt.datetime(1970, 1, 1, tzinfo=UTC), False),
+    (2, 2147483647, 9223372036854775807, -0.0, D("9999999999.99"),
+     D("9999999999999999999999999999.9999999999"), D("99999.99"), "abc",
+     dt.date(2024, 3, 10), dt.datetime(2024, 3, 10, 6, 59, 59, 999999, tzinfo=UTC), True),
+    (3, -2147483648, -9223372036854775808, float("nan"), D("-9999999999.99"),
+     D("-0.0000000001"), D("-0.05"), "Ωé ß", dt.date(2024, 11, 3),
+     dt.datetime(2024, 11, 3, 6, 30, tzinfo=UTC), True),
+    (4, None, None, None, None, None, None, None, None, None, None),
+    (5, -7, 3, 1e308, D("-5.67"), D("1234567890.1234567891"), D("12.35"), "a%b_c",
+     dt.date(2023, 12, 31), dt.datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC), False),
+    (6, 7, -3, -2.5, D("0.01"), D("0.0000000005"), D("0.25"), "Abc",
+     dt.date(2000, 2, 29), dt.datetime(2024, 3, 10, 7, 0, tzinfo=UTC), None),
+    (7, 1, 2, 0.1, D("2.50"), D("2.5000000000"), D("-2.50"), " a ",
+     dt.date(1999, 1, 1), dt.datetime(2024, 1, 1, 0, 0, 0, 1, tzinfo=UTC), True),
+    (8, -1, -1, -1e-320, D("-0.50"), D("-2.5000000000"), D("1.05"), "Z",
+     dt.date(2024, 2, 29), dt.datetime(2024, 12, 31, 23, 59, 59, tzinfo=UTC), False),
+]  # fmt: skip
+DDL = (
+    "r INT, i INT, b BIGINT, x DOUBLE, m DECIMAL(12,2), h DECIMAL(38,10), n DECIMAL(7,2), "
+    "s STRING, day DATE, ts TIMESTAMP, f BOOLEAN"
+)
+
+EXPRESSIONS = [
+    # integers: wrapping overflow in Spark, a raise (and Spark) in DuckDB
+    "i + 1", "i - 1", "i * 2", "b + 1", "i + b", "-i", "abs(i)", "i % 3", "i % 0", "i DIV 2",
+    "i DIV 0", "b DIV 3", "i / 3", "i / 0", "sign(i)",
+    # doubles
+    "x + 1.5", "x * 2", "x / 0", "x / 3", "x % 2", "x % 0", "-x", "abs(x)", "sign(x)",
+    "x = 0.0", "x < 1", "x <=> CAST('NaN' AS DOUBLE)", "CAST(i AS DOUBLE)", "greatest(x, 0.0)",
+    # DECIMAL: exact where Spark keeps every digit, refused where it rounds them away
+    "m + m", "m - 1", "m * m", "m * 3", "m * n * n", "h + h", "h * h", "h * 2", "m + h",
+    "m / 3", "m / n", "n / 7", "h / 3", "m / 0", "-m", "abs(m)", "round(m, 1)", "round(n, 1)",
+    "round(m, 0)", "coalesce(m, 0)", "coalesce(m, n)", "greatest(m, n)", "least(m, 1)",
+    "CASE WHEN i > 0 THEN m ELSE n END", "IF(f, m, h)", "CAST(m AS DOUBLE)",
+    "CAST(h AS DOUBLE)", "CAST(n AS DECIMAL(20,4))", "CAST(i AS DECIMAL(12,2))",
+    "CAST(m AS DECIMAL(5,1))", "CAST(n AS DECIMAL(7,1))", "CAST(h AS DECIMAL(20,2))",
+    "m * 1.5", "n * 10", "m + 1", "n / 0.3",
+    "m = n", "m > 1", "m BETWEEN -1 AND 1", "m IN (0.01, 2.5)", "x + m", "i * m",
+    # strings
+    "upper(s)", "lower(s)", "trim(s)", "length(s)", "substr(s, 1, 2)", "substr(s, 2)",
+    "substr(s, 0, 2)", "concat(s, 'x')", "concat(s, NULL)", "s || '-'", "s < 'b'",
+    "s = ''", "s LIKE 'a%'", "s LIKE '%\\\\%%'", "s IN ('abc', '')", "CAST(i AS STRING)",
+    "CAST(day AS STRING)", "CAST(x AS STRING)", "CAST(m AS STRING)", "coalesce(s, 'z')",
+    # dates and timestamps (session zone UTC)
+    "CAST(ts AS DATE)", "date_trunc('HOUR', ts)", "date_trunc('DAY', ts)",
+    "date_trunc('MONTH', ts)", "date_trunc('WEEK', ts)", "date_trunc('QUARTER', ts)",
+    "date_trunc('YEAR', ts)", "date_trunc('MINUTE', ts)", "CAST(day AS TIMESTAMP)",
+    "year(day)", "month(day)", "day(day)", "hour(ts)", "minute(ts)", "second(ts)",
+    "date_add(day, 1)", "date_add(day, -400)", "day < DATE'2024-01-01'",
+    "ts >= TIMESTAMP'2024-03-10 07:00:00'", "year(ts)", "CAST(s AS INT)", "CAST(s AS DATE)",
+    # predicates and NULLs
+    "i IS NULL", "f IS NOT NULL", "NOT f", "f AND i > 0", "f OR i > 0", "i IN (1, NULL)",
+    "i <=> NULL", "coalesce(i, b)", "CASE WHEN f THEN 1 END", "IF(i > 0, 'p', NULL)",
+    "CAST(b AS INT)", "CAST(x AS INT)", "CAST(x AS DECIMAL(10,2))",
+]  # fmt: skip
+QUERIES = [
+    "SELECT sum(i) AS a, sum(m) AS d, sum(n * n) AS g, sum(x) AS k FROM edge",
+    "SELECT sum(b) AS c FROM edge",
+    "SELECT sum(h) AS e FROM edge",
+    "SELECT sum(h) AS e FROM edge WHERE r <> 2",
+    "SELECT count(*) AS a, count(m) AS c, count(DISTINCT s) AS d FROM edge",
+    "SELECT count(DISTINCT x) AS e FROM edge",
+    "SELECT min(x) AS a, max(x) AS c, min(s) AS d, max(s) AS e FROM edge",
+    "SELECT min(ts) AS g, max(day) AS k, min(m) AS a, max(h) AS c FROM edge",
+    "SELECT count_if(i > 0) AS d, bool_and(f) AS e, bool_or(f) AS g FROM edge",
+    "SELECT avg(x) AS a, avg(i) AS c, avg(m) AS d, var_pop(x) AS e, stddev(i) AS g FROM edge",
+    "SELECT f AS k, count(*) AS a, sum(m) AS c, sum(n) AS d FROM edge GROUP BY f",
+    "SELECT CAST(ts AS DATE) AS k, count(*) AS a, sum(n) AS c FROM edge GROUP BY CAST(ts AS DATE)",
+    "SELECT x AS k, count(*) AS a FROM edge GROUP BY x",
+    "SELECT DISTINCT s AS k FROM edge",
+    "SELECT e1.r AS a, e2.r AS c FROM edge e1 JOIN edge e2 ON e1.m = e2.n",
+    "SELECT e1.r AS a, e2.s AS c FROM edge e1 LEFT JOIN edge e2 ON e1.i = e2.b AND e2.f",
+    "SELECT r AS a, s AS c FROM edge UNION ALL SELECT i AS a, upper(s) AS c FROM edge",
+    "SELECT r AS a, n AS c FROM edge UNION ALL SELECT r AS a, m AS c FROM edge",
+    "SELECT e1.r AS a FROM edge e1 LEFT SEMI JOIN edge e2 ON e1.s = e2.s AND e2.r > e1.r",
+    "SELECT r AS a, n AS c FROM edge LATERAL VIEW explode(sequence(1, 2)) e AS copy",
+    # the AVG merge of aggregate_rules.py: a DECIMAL sum over a count, cast to AVG's type
+    "SELECT r AS k, CAST(sum(m) / CAST(count(m) AS DECIMAL(20, 0)) AS DECIMAL(16, 6)) AS a "
+    "FROM edge GROUP BY r",
+    "SELECT CAST(sum(n) / CAST(7 AS DECIMAL(20, 0)) AS DECIMAL(11, 6)) AS a, "
+    "sum(m) / CAST(3 AS DECIMAL(20, 0)) AS c FROM edge",
+]  # fmt: skip
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Identical values: floats bit for bit (any NaN is NaN), lists element-wise."""
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) and math.isnan(b):
+            return True
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
+        return a.astimezone(UTC) == b.astimezone(UTC)
+    return bool(type(a) is type(b) and a == b) or (a is None and b is None)
+
+
+def _close(a: Any, b: Any) -> bool:
+    """For aggregates over floating point: summation order differs within an engine."""
+    if isinstance(a, float) and isinstance(b, float) and not (math.isnan(a) or math.isnan(b)):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-300)
+    return _same(a, b)
+
+
+@pytest.fixture(scope="module")
+def engines(lakehouse: Lakehouse) -> tuple[Any, duckdb.DuckDBPyConnection, dict[str, Any]]:
+    spark = lakehouse.spark
+    values = ", ".join(f"({', '.join(_literal(v) for v in row)})" for row in ROWS)
+    spark.sql(
+        f"CREATE OR REPLACE TEMP VIEW edge AS SELECT {_casts()} "
+        f"FROM VALUES {values} AS t({_names()})"
+    )
+    table = collect_bounded(spark.table("edge"), 1000)
+    assert table is not None and table.num_rows == len(ROWS)
+    connection = connect(threads=1, memory_limit="256MB", time_zone="UTC")
+    connection.register("edge", table)
+    schema = {field.name: of_arrow(field.type) for field in table.schema}
+    return spark, connection, {"edge": schema}
+
+
+def _names() -> str:
+    return ", ".join(c.split()[0] for c in DDL.split(", "))
+
+
+def _casts() -> str:
+    return ", ".join(f"CAST({c.split()[0]} AS {c.split(' ', 1)[1]}) AS {c.split()[0]}"
+                     for c in DDL.split(", "))  # fmt: skip
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"CAST('{value!r}' AS DOUBLE)"
+    if isinstance(value, Decimal):
+        return f"CAST('{value}' AS DECIMAL(38,10))"
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP'{value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE'{value.isoformat()}'"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return f"CAST({value} AS BIGINT)"
+
+
+def _duckdb_rows(connection: Any, sql: str, row_wise: bool) -> tuple[pa.Table | None, str]:
+    """DuckDB's rows; where it raises (Spark then computes the refresh), for a row-wise
+    expression the rows it does compute, each on its own, and what raised."""
+    try:
+        return connection.sql(sql).to_arrow_table(), ""
+    except duckdb.Error as error:  # a raise falls back to Spark: allowed, never a wrong value
+        raised = str(error).splitlines()[0][:80]
+    if not row_wise:
+        return None, raised
+    computed, failed = [], []
+    for row in ROWS:
+        try:
+            one = connection.sql(f"SELECT * FROM ({sql}) q WHERE r = {row[0]}").to_arrow_table()
+        except duckdb.Error:
+            failed.append(row[0])
+            continue
+        computed.append(one)
+    return pa.concat_tables(computed), f"{raised} (rows {failed})"
+
+
+def _compare(
+    spark: Any, connection: Any, relations: Any, sql: str, row_wise: bool,
+    expected: pa.Table | None = None,
+) -> str:  # fmt: skip
+    """'refused: why', 'same' (or 'raised: ...' where DuckDB raised on some rows and
+    computed the others as Spark does), or what differs. `expected`: Spark's rows, when
+    already computed."""
+    try:
+        portable = to_duckdb(parse_one(sql, read="spark"), relations)
+    except NotPortable as why:
+        return f"refused: {why}"
+    if expected is None:
+        expected = collect_bounded(spark.sql(sql), 10_000)
+    assert expected is not None
+    actual, raised = _duckdb_rows(connection, portable.sql, row_wise)
+    if actual is None:
+        return f"raised (falls back to Spark): {raised}"
+    if raised:
+        keep = set(actual.column("r").to_pylist())
+        expected = expected.filter(pa.array([r in keep for r in expected.column("r").to_pylist()]))
+    if [f.type for f in actual.schema] != [f.type for f in expected.schema]:
+
+        def types(t: pa.Table) -> list[str]:
+            return [str(f.type) for f in t.schema]
+
+        return f"types differ: spark {types(expected)}, duckdb {types(actual)}"
+    left = sorted(expected.to_pylist(), key=repr)
+    right = sorted(actual.to_pylist(), key=repr)
+    check = _same if row_wise else _close
+    for a, b in zip(left, right, strict=False):
+        if a.keys() != b.keys() or not all(check(a[k], b[k]) for k in a):
+            return f"values differ: spark {a}, duckdb {b}"
+    if len(left) != len(right):
+        return f"rows differ: spark {len(left)}, duckdb {len(right)}"
+    return f"raised (falls back to Spark): {raised}; the other rows the same" if raised else "same"
+
+
+def test_every_admitted_expression_is_computed_as_spark_computes_it(engines: Any) -> None:
+    spark, connection, relations = engines
+    outcomes: dict[str, str] = {}
+    # Spark evaluates every expression in one query (it wraps where DuckDB raises).
+    columns = ", ".join(f"{e} AS v{i}" for i, e in enumerate(EXPRESSIONS))
+    spark_rows = collect_bounded(spark.sql(f"SELECT r, {columns} FROM edge"), 100)
+    assert spark_rows is not None
+    for index, expression in enumerate(EXPRESSIONS):
+        sql = f"SELECT r, {expression} AS v FROM edge"
+        expected = spark_rows.select(["r", f"v{index}"]).rename_columns(["r", "v"])
+        outcomes[expression] = _compare(spark, connection, relations, sql, True, expected)
+    for query in QUERIES:
+        outcomes[query] = _compare(spark, connection, relations, query, row_wise=False)
+    fine = ("same", "refused", "raised (falls back to Spark)")
+    wrong = {k: v for k, v in outcomes.items() if v.split(":")[0] not in fine}
+    admitted = sum(v == "same" for v in outcomes.values())
+    refused = {k: v for k, v in outcomes.items() if v.startswith("refused")}
+    raised = {k: v for k, v in outcomes.items() if v.startswith("raised")}
+    print(
+        f"\nengine corpus: {len(outcomes)} cases, {admitted} identical on both engines, "
+        f"{len(refused)} refused by the gate, {len(raised)} raised in DuckDB (Spark then)"
+    )
+    for case, why in sorted(refused.items()):
+        print(f"  refused  {case}  <- {why}")
+    for case, why in sorted(raised.items()):
+        print(f"  raised   {case}  <- {why}")
+    assert not wrong, "\n".join(f"{k}: {v}" for k, v in wrong.items())
+    assert admitted >= len(outcomes) // 2, "the gate admits too little to be useful"
