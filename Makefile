@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz fuzz-sql chaos bench bench-arrow bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
+.PHONY: install system-deps demo test test-fast fuzz fuzz-sql chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -80,10 +80,10 @@ BENCH_ARGS ?=
 bench: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --write-mode merge-on-read,copy-on-write $(BENCH_ARGS) --out bench-results/refresh.json --chart bench-results/refresh.svg
 
-# A small append refreshed by the Arrow path against the Spark path (medians, fleet cost).
-ARROW_ROWS ?= 1000000
-bench-arrow: install system-deps
-	$(BIN)/python -m tests.benchmarks.bench_arrow --rows $(ARROW_ROWS) --append 1000 --rounds 3
+# A small append refreshed by the embedded engine (DuckDB) against Spark (medians, fleet cost).
+EMBEDDED_ROWS ?= 1000000
+bench-embedded: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_embedded --rows $(EMBEDDED_ROWS) --append 1000 --rounds 3
 
 # Commit-to-fresh latency, Kafka vs poll-only, and the event path alone.
 LATENCY_ROWS ?= 10000000

@@ -29,7 +29,7 @@ def test_bench_refresh_runs_each_delta_on_both_write_modes(lakehouse: Lakehouse)
         assert len(row["incremental_seconds_runs"]) == 2 == len(row["incremental_engines"])
         assert min(row["incremental_seconds_runs"]) <= row["incremental_seconds"]
         assert row["incremental_seconds"] <= max(row["incremental_seconds_runs"])
-        assert set(row["incremental_engines"]) <= {"arrow", "spark", "full"}
+        assert set(row["incremental_engines"]) <= {"duckdb", "spark", "full"}
         assert len(row["incremental_spark_jobs"]) == 2
         assert row["rows_read_full"] >= 20_000 - 40  # two deletes of 20 rows each
         assert {"plan", "commit", "record"} <= set(row["incremental_phases"])  # full: no changes

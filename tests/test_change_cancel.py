@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.changes.reader import cancel_moved
+from icemv.refresh.changes.reader import change_reader
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
@@ -25,9 +25,10 @@ def test_moved_rows_cancel_and_nothing_else(lakehouse: Lakehouse) -> None:
         ],
         "id long, x double, m map<string,int>, __icemv_w int",
     )
-    cancelled = cancel_moved(rows)
-    assert cancelled.columns == rows.columns
-    out = sorted((r[0], str(r[1]), r[2], r[3]) for r in cancelled.collect())
+    with change_reader(lakehouse.spark, lakehouse.catalog_name) as reader:
+        cancelled = reader.netted(rows)
+        assert cancelled.columns == rows.columns
+        out = sorted((r[0], str(r[1]), r[2], r[3]) for r in cancelled.collect())
     assert out == [
         (1, "-0.0", {"a": 1}, 1),
         (1, "0.0", {"a": 1}, -1),

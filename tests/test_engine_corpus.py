@@ -60,6 +60,7 @@ EXPRESSIONS = [
     # doubles
     "x + 1.5", "x * 2", "x / 0", "x / 3", "x % 2", "x % 0", "-x", "abs(x)", "sign(x)",
     "x = 0.0", "x < 1", "x <=> CAST('NaN' AS DOUBLE)", "CAST(i AS DOUBLE)", "greatest(x, 0.0)",
+    "sqrt(x)", "sqrt(abs(x))", "sqrt(i)",
     # DECIMAL: exact where Spark keeps every digit, refused where it rounds them away
     "m + m", "m - 1", "m * m", "m * 3", "m * n * n", "h + h", "h * h", "h * 2", "m + h",
     "m / 3", "m / n", "n / 7", "h / 3", "m / 0", "-m", "abs(m)", "round(m, 1)", "round(n, 1)",
@@ -80,6 +81,8 @@ EXPRESSIONS = [
     "date_trunc('YEAR', ts)", "date_trunc('MINUTE', ts)", "CAST(day AS TIMESTAMP)",
     "year(day)", "month(day)", "day(day)", "hour(ts)", "minute(ts)", "second(ts)",
     "date_add(day, 1)", "date_add(day, -400)", "day < DATE'2024-01-01'",
+    "day >= '2024-01-01'", "day IN ('2024-03-10', '2000-02-29')", "ts < '2024-03-10 07:00:00'",
+    "day BETWEEN '2000-01-01' AND '2024-03-10'", "day = 'not a date'",
     "ts >= TIMESTAMP'2024-03-10 07:00:00'", "year(ts)", "CAST(s AS INT)", "CAST(s AS DATE)",
     # predicates and NULLs
     "i IS NULL", "f IS NOT NULL", "NOT f", "f AND i > 0", "f OR i > 0", "i IN (1, NULL)",

@@ -136,7 +136,7 @@ def test_a_fleet_refreshed_in_rounds_matches_its_sql_at_the_recorded_snapshots(
         # The join's delta: in Arrow after the append (the dimension did not move), by
         # Spark when the dimension moved too.
         by_region = Identifier((namespace,), "by_region")
-        for commits, join_engine in zip(rounds, ("arrow", "spark"), strict=True):
+        for commits, join_engine in zip(rounds, ("duckdb", "spark"), strict=True):
             for commit in commits:
                 commit()
             assert _round(daemon, mvs)[by_region].engine == join_engine

@@ -59,6 +59,7 @@ def test_generated_views_match_the_oracle(lakehouse: Lakehouse, catalog_kind: st
             "refreshes_checked": total.refreshes,
             "modes": dict(total.modes),
             "engines": dict(total.engines),
+            "spark_because": dict(total.spark_reasons),
             "full_by_reason": dict(total.full_reasons),
             "never_incremental_by_reason": dict(total.refused_views),
             "failures": total.failures,

@@ -220,7 +220,7 @@ def test_a_small_equality_delete_reads_only_the_files_its_values_may_be_in(
         # `auto` weighs ~rows_read + the delete's rows, less than the 40 rows of a full scan
         # (weighing every data file, as before the pushdown, it recomputed fully).
         result = refresh_mv(lakehouse, auto_id)
-        assert (result.mode, result.engine) == ("incremental", "arrow"), result
+        assert (result.mode, result.engine) == ("incremental", "duckdb"), result
         assert_matches_oracle(lakehouse, mv_id)
         assert_matches_oracle(lakehouse, auto_id)
 
@@ -238,7 +238,7 @@ def test_a_small_equality_delete_reads_only_the_files_its_values_may_be_in(
     equality_delete(lakehouse, namespace, "zone", ["z4", "z7"])
     assert refresh_mv(spark_only, mv_id).mode == "incremental"
     assert_matches_oracle(lakehouse, mv_id)
-    assert refresh_mv(lakehouse, auto_id).engine == "arrow"
+    assert refresh_mv(lakehouse, auto_id).engine == "duckdb"
     assert_matches_oracle(lakehouse, auto_id)
 
 

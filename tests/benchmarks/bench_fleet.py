@@ -3,8 +3,9 @@
     python -m tests.benchmarks.bench_fleet --rows 1000000 --mvs 10,30,100 --commits 3
 
 One source table of `--rows` rows and a 1,000-row dimension table (PostgreSQL catalog,
-local Spark); for each N in `--mvs`, N MVs over the source, of four shapes in turn
-(filter; GROUP BY with COUNT/SUM; GROUP BY with AVG; join with the dimension + GROUP BY),
+local Spark); for each N in `--mvs`, N MVs over the source, of seven shapes in turn
+(filter; GROUP BY with COUNT/SUM; GROUP BY with AVG; join with the dimension + GROUP BY; a
+filter on DECIMAL money; DECIMAL sums by `CAST(ts AS DATE)` and by `date_trunc('HOUR', ts)`),
 each with its own filter so the views differ. The fleet grows: N=30 keeps N=10's MVs.
 
 Per N and mode (`poll`: polling every `--poll-interval` s; `kafka`: a Tansu broker and
@@ -71,8 +72,18 @@ SHAPES: tuple[Callable[[int], str], ...] = (
         f"JOIN zones z ON b.zone_id = z.zone_id WHERE b.zone_id >= {n} "
         "GROUP BY z.region, b.vendor"
     ),
+    # The types real tables have: a filter on DECIMAL money, sums by day and by hour.
+    lambda n: f"SELECT id, vendor, amount, ts FROM base WHERE amount > {n % 90}.50",
+    lambda n: (
+        "SELECT CAST(ts AS DATE) AS day, vendor, count(*) AS n, sum(amount) AS total "
+        f"FROM base WHERE zone_id >= {n} GROUP BY CAST(ts AS DATE), vendor"
+    ),
+    lambda n: (
+        "SELECT date_trunc('HOUR', ts) AS hour, sum(amount) AS total, avg(amount) AS mean "
+        f"FROM base WHERE zone_id >= {n} GROUP BY date_trunc('HOUR', ts)"
+    ),
 )
-SHAPE_NAMES = ("filter", "sum", "avg", "join")
+SHAPE_NAMES = ("filter", "sum", "avg", "join", "decimal_filter", "decimal_by_day", "by_hour")
 
 
 def mv_sql(n: int) -> str:
@@ -190,7 +201,7 @@ def one_commit(
             for p in PHASES
         },
         "modes": sorted({str(r.mode) for r in results}),
-        # Who computed each delta (arrow / spark), and why not Arrow.
+        # Who computed each delta (duckdb / spark), and why not DuckDB.
         "engines": dict(Counter(str(r.engine) for r in results)),
         "spark_reasons": sorted({r.engine_reason for r in results if r.engine_reason}),
         "refreshes": len(daemon.results),

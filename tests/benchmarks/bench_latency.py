@@ -137,10 +137,12 @@ def append_batch(
 def _batch(table: Any, start: int, rows: int) -> Any:
     """Rows shaped like ROW_EXPR's, written by pyiceberg as another writer would."""
     import datetime as dt
+    from decimal import Decimal
 
     import pyarrow as pa
 
     ids = range(start, start + rows)
+    epoch = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     columns = {
         "id": list(ids),
         "key": [i // 4 for i in ids],
@@ -148,6 +150,8 @@ def _batch(table: Any, start: int, rows: int) -> Any:
         "vendor": [f"v{i % 5}" for i in ids],
         "fare": [(i % 97) * 1.5 for i in ids],
         "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i % 365) for i in ids],
+        "amount": [Decimal(i % 9700) / 100 for i in ids],
+        "ts": [epoch + dt.timedelta(seconds=i % 31536000) for i in ids],
     }
     return pa.Table.from_pydict(columns, schema=table.schema().as_arrow())
 

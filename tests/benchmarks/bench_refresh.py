@@ -5,10 +5,12 @@ deletes, the default, and/or copy-on-write file rewrites): one base table writte
 order, 1M rows per data file (`--file-rows`; so a delete or update of an id range touches
 one file; the scattered delete hits one row in a thousand, every file), MVs of several
 shapes (filter, GROUP BY aggregates, inner and left join + aggregate, a ROW_NUMBER() = 1
-dedup), then per delta, `--runs` times (each run a different id range): apply it, refresh
-every MV (timed; incrementally unless `--policy auto` chooses otherwise), then recompute
-every MV fully (timed). Prints each run with the refresh's phases, then a table of medians
-(with the median phases and the engine, Arrow or Spark), writes JSON and, with `--chart`, an
+dedup, and over the same rows the types real tables have: DECIMAL money summed by
+`CAST(ts AS DATE)` and by `date_trunc('HOUR', ts)`, a filter on a DECIMAL and a string),
+then per delta, `--runs` times (each run a different id range): apply it, refresh every MV
+(timed; incrementally unless `--policy auto` chooses otherwise), then recompute every MV
+fully (timed). Prints each run with the refresh's phases, then a table of medians (with
+the median phases and the engine, DuckDB or Spark), writes JSON and, with `--chart`, an
 SVG of incremental and full time against base rows per write mode and delta
 (tests/benchmarks/chart.py).
 
@@ -70,6 +72,19 @@ SHAPES = {
         "SELECT z.region, b.vendor, count(*) AS n, sum(b.fare) AS s "
         "FROM base b LEFT JOIN zones z ON b.zone_id = z.zone_id GROUP BY z.region, b.vendor"
     ),
+    # The realistic source: DECIMAL money, timestamps bucketed by day and by hour, strings.
+    "money-by-day": (
+        "SELECT CAST(ts AS DATE) AS day, vendor, count(*) AS n, sum(amount) AS total, "
+        "avg(amount) AS mean FROM base GROUP BY CAST(ts AS DATE), vendor"
+    ),
+    "money-by-hour": (
+        "SELECT date_trunc('HOUR', ts) AS hour, count(*) AS n, sum(amount) AS total "
+        "FROM base GROUP BY date_trunc('HOUR', ts)"
+    ),
+    "money-filter": (
+        "SELECT id, upper(vendor) AS vendor, amount, ts FROM base "
+        "WHERE amount > 90.00 AND vendor LIKE 'v1%'"
+    ),
     # The latest of each key's 4 versions: affected keys, read at both snapshots.
     "dedup": (
         "SELECT key, id, vendor, fare FROM (SELECT key, id, vendor, fare, row_number() "
@@ -95,6 +110,9 @@ ROW_EXPR = [
     "concat('v', CAST(id % 5 AS STRING)) AS vendor",
     "CAST(id % 97 AS DOUBLE) * 1.5 AS fare",
     "date_add(DATE'2024-01-01', CAST(id % 365 AS INT)) AS day",
+    # The types real tables have: money as DECIMAL, an event time as TIMESTAMP.
+    "CAST((id % 9700) / 100 AS DECIMAL(12,2)) AS amount",
+    "timestamp_seconds(1704067200 + id % 31536000) AS ts",
 ]
 
 
@@ -200,7 +218,7 @@ def run_scale(
                     flush=True,
                 )
                 if incremental.engine_reason:
-                    print(f"      not Arrow: {incremental.engine_reason}", flush=True)
+                    print(f"      not DuckDB: {incremental.engine_reason}", flush=True)
                 if show_jobs:
                     for job in jobs:
                         print(

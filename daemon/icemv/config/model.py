@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -192,7 +193,13 @@ class RefreshConfig(_Section):
     # rows (each read whole at its pinned snapshot, its columns read only, shared in the
     # cache above); 0: a join always goes to Spark.
     arrow_join_max_rows: int = Field(default=100_000, ge=0)
-    max_concurrent: int = Field(default=1, ge=1)
+    # The embedded engine (DuckDB, on the driver): threads and memory of each refresh's
+    # connection. Refreshes overlap (DuckDB releases the GIL): max_concurrent of them.
+    duckdb_threads: int = Field(default=1, ge=1)
+    duckdb_memory_limit: str = Field(default="512MB", pattern=r"^\d+(\.\d+)?\s*[KMGT]i?B$")
+    # Refreshes running at once (Spark jobs in FAIR pools, DuckDB connections); default:
+    # the machine's cores.
+    max_concurrent: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     retry_initial_seconds: float = Field(default=2.0, gt=0)
     retry_max_seconds: float = Field(default=300.0, gt=0)
     shutdown_grace_seconds: float = Field(default=60.0, ge=0)

@@ -44,6 +44,11 @@ def format_version(table: Any) -> int:
     return int(table.operations().current().formatVersion())
 
 
+def column_names(table: Any) -> list[str]:
+    """The top-level columns of an Iceberg (Java) table's current schema, in order."""
+    return [str(field.name()) for field in table.schema().columns()]
+
+
 def referenced_data_file(spark: SparkSession, delete_file: Any) -> str | None:
     """The one data file a position-delete file applies to, if its metadata says so."""
     location = _jvm(spark).org.apache.iceberg.util.ContentFileUtil.referencedDataFileLocation(

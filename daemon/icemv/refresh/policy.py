@@ -26,7 +26,7 @@ from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_mater
 from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incident import record_incident
-from icemv.refresh.incremental import arrow_takes, incremental_refresh
+from icemv.refresh.incremental import embedded_takes, incremental_refresh
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import plan_incremental, plan_refresh
 from icemv.refresh.result import RefreshResult
@@ -94,7 +94,7 @@ def refresh_mv(
                 factor = lakehouse.config.refresh.auto_cost_factor if policy == "auto" else None
                 try:
                     incremental = plan_incremental(
-                        plan, freshness.last_refresh, factor, arrow_takes(lakehouse)
+                        plan, freshness.last_refresh, factor, embedded_takes(lakehouse)
                     )
                     result = incremental_refresh(incremental, phases)
                 except FullRefreshRequiredError as fallback:

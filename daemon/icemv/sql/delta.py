@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from icemv.errors import EngineRefusedError
 from icemv.identifiers import Identifier
 from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis, RowsAnalysis, selects_of
 from icemv.sql.keys import KEY_META
@@ -82,6 +83,21 @@ class DeltaInputs:
     new: Mapping[Identifier, int | None]
     # The keyed delta's K, evaluated by the refresh; None: an inline CTE over the deltas.
     keys: TouchedKeys | None = None
+    # Relations an executor holds for sources read whole at a snapshot (the embedded
+    # engine's unchanged tables), by (source, snapshot); None: the catalog's tables.
+    held: Mapping[tuple[Identifier, int | None], str] | None = None
+
+    def table(self, source: Identifier, snapshot: int | None, alias: str) -> exp.Expr:
+        """`source` at `snapshot` under `alias`: the held relation, or the catalog's table."""
+        if self.held is None:
+            return table_at(self.catalog, source, snapshot, alias)
+        name = self.held.get((source, snapshot))
+        if name is None:
+            raise EngineRefusedError(f"{source} at snapshot {snapshot} is not read")
+        return exp.Table(
+            this=exp.to_identifier(name, quoted=True),
+            alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
+        )
 
 
 def _identifier(table: exp.Table) -> Identifier:
@@ -109,7 +125,7 @@ def _terms(select: exp.Select, inputs: DeltaInputs) -> list[exp.Select]:
                 )
             else:
                 pins = inputs.new if position < index else inputs.old
-                replacement = table_at(inputs.catalog, source, pins[source], alias)
+                replacement = inputs.table(source, pins[source], alias)
             table.replace(replacement)
         weight = exp.column(WEIGHT, table=delta_alias, quoted=True)
         term.set("expressions", [*term.expressions, exp.alias_(weight, WEIGHT, quoted=True)])

@@ -26,10 +26,12 @@ Where the engines differ, and what the gate does about it:
 - -0.0 and NaN as keys: Spark normalises them in GROUP BY and DISTINCT, DuckDB keeps the
   first it sees: floating-point group keys and DISTINCT over them are refused.
 - casts: Spark's CAST (non-ANSI) gives NULL or wraps where DuckDB's raises or rounds
-  differently: admitted are widening numbers, DECIMAL to DECIMAL (fewer places round half
-  up in both; a value too large raises in DuckDB), DECIMAL to DOUBLE of at most 15 digits,
-  TIMESTAMP to DATE and back, integers and dates to strings, ISO date and timestamp
-  literals. An integer literal in DECIMAL arithmetic is typed by its digits, as Spark does.
+  differently: every cast is rendered strict (a value that does not fit raises in DuckDB,
+  and Spark computes it), so admitted are integers to integers, integers to DOUBLE and
+  DECIMAL, DECIMAL to DECIMAL (fewer places round half up in both), DECIMAL to DOUBLE of
+  at most 15 digits, TIMESTAMP to DATE and back, integers and dates to strings, ISO date
+  and timestamp literals. An integer literal in DECIMAL arithmetic is typed by its digits,
+  as Spark does.
 - strings: CONCAT and `||` are NULL when an argument is (`||` in both); ordering is binary
   in both; LIKE only with a literal pattern without escapes; SUBSTR with literal positions
   from 1; UPPER and LOWER agree on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'):
@@ -47,6 +49,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import sqlglot
 from sqlglot import exp
 
 from icemv.sql import decimals
@@ -80,8 +83,12 @@ class Portable:
 
 
 def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
-    """`query` (Spark SQL over the named relations) as DuckDB SQL, or NotPortable."""
-    rendered, columns = _Gate(relations).query(query)
+    """`query` (Spark SQL over the named relations) as DuckDB SQL, or NotPortable.
+
+    A tree means what Spark runs: its Spark SQL, read back (a node icemv built may lack
+    what Spark's parser sets, like GREATEST's `ignore_nulls`)."""
+    spark_sql = sqlglot.parse_one(query.sql(dialect="spark"), read="spark")
+    rendered, columns = _Gate(relations).query(spark_sql)
     return Portable(rendered.sql(dialect="duckdb"), tuple(columns))
 
 
@@ -107,7 +114,7 @@ def _refuse(node: exp.Expr, why: str) -> NotPortable:
 
 
 _DATE_LITERAL = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TIMESTAMP_LITERAL = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?")
+_TIMESTAMP_LITERAL = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
 _TRUNC_UNITS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"})
 _PARTS = (exp.Year, exp.Quarter, exp.Month, exp.Day, exp.DayOfMonth, exp.Hour, exp.Minute,
           exp.Second)  # fmt: skip
@@ -220,6 +227,10 @@ class _Gate:
                 raise _refuse(group, "grouping sets (Spark only)")
             keys = []
             for key in group.expressions:
+                text = _text_key(expr, key)
+                if text is not None:
+                    keys.append(text)
+                    continue
                 rendered, kind = expr.typed(key)
                 if kind.floating or kind.kind == "complex":
                     raise _refuse(key, "a floating-point or complex GROUP BY key")
@@ -436,17 +447,40 @@ class _Expressions:
 
     # -- predicates --------------------------------------------------------------------
     def comparison(self, node: exp.Binary) -> tuple[exp.Expr, SparkType]:
-        (left, right), kinds = self.each([node.this, node.expression])
-        self._comparable(node, kinds)
+        parts, kinds = self._literals_as_dates(*self.each([node.this, node.expression]))
+        left, right = self._comparable(node, parts, kinds)
         copy = node.copy()
         copy.set("this", left)
         copy.set("expression", right)
         return copy, BOOLEAN
 
-    def _comparable(self, node: exp.Expr, kinds: Sequence[SparkType]) -> None:
+    def _literals_as_dates(
+        self, rendered: list[exp.Expr], kinds: list[SparkType]
+    ) -> tuple[list[exp.Expr], list[SparkType]]:
+        """Spark compares a DATE or TIMESTAMP with a string by casting the string: an ISO
+        string literal beside one is read as that type (others stay strings, refused)."""
+        temporal = next((k for k in kinds if k in (DATE, TIMESTAMP)), None)
+        if temporal is None:
+            return rendered, kinds
+        pattern = _DATE_LITERAL if temporal == DATE else _TIMESTAMP_LITERAL
+        for index, (node, kind) in enumerate(zip(rendered, kinds, strict=True)):
+            literal = kind == STRING and isinstance(node, exp.Literal) and node.is_string
+            if literal and pattern.fullmatch(node.this.strip()):
+                rendered[index], kinds[index] = _cast(node, temporal), temporal
+        return rendered, kinds
+
+    def _comparable(
+        self, node: exp.Expr, rendered: list[exp.Expr], kinds: Sequence[SparkType]
+    ) -> list[exp.Expr]:
+        """The operands of a comparison in the type Spark compares them in: DECIMALs of
+        other types cast to it (a value that does not fit raises, as Spark's is NULL)."""
         joint = self.joint(node, kinds)
         if joint.kind in ("binary",):
             raise _refuse(node, "a comparison of binary values")
+        return [
+            _cast(r, joint) if joint.kind == "decimal" and k.kind == "decimal" and k != joint else r
+            for r, k in zip(rendered, kinds, strict=True)
+        ]
 
     def logical(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         copy = node.copy()
@@ -466,14 +500,15 @@ class _Expressions:
     def in_(self, node: exp.In) -> tuple[exp.Expr, SparkType]:
         if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
             raise _refuse(node, "IN over a subquery (Spark only)")
-        (value,), (kind,) = self.each([node.this])
-        items, kinds = self.each(node.expressions)
-        self._comparable(node, [kind, *kinds])
-        return exp.In(this=value, expressions=items), BOOLEAN
+        rendered, kinds = self._literals_as_dates(*self.each([node.this, *node.expressions]))
+        rendered = self._comparable(node, rendered, kinds)
+        return exp.In(this=rendered[0], expressions=rendered[1:]), BOOLEAN
 
     def between(self, node: exp.Between) -> tuple[exp.Expr, SparkType]:
-        parts, kinds = self.each([node.this, node.args["low"], node.args["high"]])
-        self._comparable(node, kinds)
+        parts, kinds = self._literals_as_dates(
+            *self.each([node.this, node.args["low"], node.args["high"]])
+        )
+        parts = self._comparable(node, parts, kinds)
         return exp.Between(this=parts[0], low=parts[1], high=parts[2]), BOOLEAN
 
     def like(self, node: exp.Like) -> tuple[exp.Expr, SparkType]:
@@ -549,6 +584,13 @@ class _Expressions:
         if not kind.integral:  # sign(-0.0) is -0.0 in Spark, 0.0 in DuckDB
             raise _refuse(node, f"sign of {kind.describe()}")
         return _cast(exp.Sign(this=inner), DOUBLE), DOUBLE  # Spark's SIGN is DOUBLE
+
+    def sqrt(self, node: exp.Sqrt) -> tuple[exp.Expr, SparkType]:
+        inner, kind = self.typed(node.this)
+        if not (kind.numeric or kind.kind == "null") or kind.kind == "decimal":
+            raise _refuse(node, f"sqrt of {kind.describe()}")
+        # Spark's sqrt of a negative is NaN; DuckDB's raises (and Spark computes it).
+        return exp.Sqrt(this=_cast(inner, DOUBLE)), DOUBLE
 
     def length(self, node: exp.Length) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
@@ -692,6 +734,18 @@ class _Expressions:
         return copy, BOOLEAN
 
 
+def _text_key(expr: _Expressions, key: exp.Expr) -> exp.Expr | None:
+    """A GROUP BY key that is a floating-point value's text (sql/net.py's identity):
+    each engine's text tells the same values apart (-0.0 from 0.0, NaN one), and the text
+    is never output, so the engines' different spellings do not matter."""
+    if not (isinstance(key, exp.Cast) and _spark_type(key.to) == STRING):
+        return None
+    rendered, kind = expr.typed(key.this)
+    if not kind.floating:
+        return None
+    return exp.Cast(this=rendered, to=exp.DataType.build("VARCHAR"))
+
+
 def _as_decimal(node: exp.Expr, kind: SparkType) -> DecimalType:
     """An operand of DECIMAL arithmetic as Spark types it: an integer literal by its own
     digits (3 is DECIMAL(1, 0)), an integer column by its type's (INT is DECIMAL(10, 0))."""
@@ -723,9 +777,7 @@ def _safe_cast(source: SparkType, target: SparkType) -> bool:
     if source == target or source.kind == "null":
         return target.kind != "complex"
     if source.integral and target.integral:
-        from icemv.sql.spark_types import INTEGRAL
-
-        return INTEGRAL.index(target.kind) >= INTEGRAL.index(source.kind)
+        return True  # narrowing wraps in Spark, raises in DuckDB (rendered strict): Spark then
     if source.integral and target.kind == "double":
         return True
     if source.kind == "decimal" and target.kind == "decimal":
@@ -859,6 +911,7 @@ _HANDLERS: dict[type[exp.Expr], _Handler] = {
     exp.Trim: _Expressions.unary_same,  # type: ignore[dict-item]
     exp.Sign: _Expressions.sign,  # type: ignore[dict-item]
     exp.Length: _Expressions.length,  # type: ignore[dict-item]
+    exp.Sqrt: _Expressions.sqrt,  # type: ignore[dict-item]
     exp.Substring: _Expressions.substring,  # type: ignore[dict-item]
     exp.Concat: _Expressions.concat,
     exp.DPipe: _Expressions.concat,

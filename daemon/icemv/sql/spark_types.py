@@ -141,9 +141,7 @@ def common(a: SparkType, b: SparkType) -> SparkType | None:
         x, y = a.decimal(), b.decimal()
         scale = max(x.scale, y.scale)
         whole = max(x.precision - x.scale, y.precision - y.scale)
-        if whole + scale > decimals.MAX_PRECISION:
-            return None  # Spark bounds it, cutting digits
-        return SparkType("decimal", whole + scale, scale)
-    if a.kind == b.kind and a.kind == "decimal":
-        return None
+        # Bounded at 38 digits: a value with more integer digits does not fit (Spark's
+        # cast gives NULL; the gate's casts raise, and Spark computes it).
+        return SparkType("decimal", min(whole + scale, decimals.MAX_PRECISION), scale)
     return None

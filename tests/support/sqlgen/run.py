@@ -62,6 +62,8 @@ class Stats:
     modes: Counter[str] = field(default_factory=Counter)
     full_reasons: Counter[str] = field(default_factory=Counter)  # after the first refresh
     engines: Counter[str] = field(default_factory=Counter)
+    # Why Spark computed a delta the embedded engine did not (the reason's first words).
+    spark_reasons: Counter[str] = field(default_factory=Counter)
     refused_views: Counter[str] = field(default_factory=Counter)  # views never incremental
     failures: list[str] = field(default_factory=list)
 
@@ -72,6 +74,7 @@ class Stats:
         self.modes.update(other.modes)
         self.full_reasons.update(other.full_reasons)
         self.engines.update(other.engines)
+        self.spark_reasons.update(other.spark_reasons)
         self.refused_views.update(other.refused_views)
         self.failures += other.failures
 
@@ -81,7 +84,8 @@ class Stats:
         return (
             f"views {self.views} (invalid {self.invalid}), refreshes checked {self.refreshes}, "
             f"incremental or no-op {incremental} ({share:.0%}), modes {dict(self.modes)}, "
-            f"engines {dict(self.engines)}, full by reason {dict(self.full_reasons)}, "
+            f"engines {dict(self.engines)} (Spark because: {dict(self.spark_reasons)}), "
+            f"full by reason {dict(self.full_reasons)}, "
             f"views never incremental by reason {dict(self.refused_views)}, "
             f"failures {len(self.failures)}"
         )
@@ -201,6 +205,8 @@ def _refresh_and_check(
     stats.modes[result.mode] += 1
     if result.engine:
         stats.engines[result.engine] += 1
+    if result.engine == "spark" and result.engine_reason:
+        stats.spark_reasons[" ".join(result.engine_reason.split()[:4])] += 1
     if not first:
         if result.mode in ("incremental", "no-op"):
             view.incremental = True

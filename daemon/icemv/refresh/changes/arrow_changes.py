@@ -1,6 +1,6 @@
 """Weighted change rows of a range with deletes, read on the driver with pyarrow, no Spark.
 
-For the Arrow path (refresh/patch/arrow_route.py) when a range of one source holds more
+For the embedded engine (refresh/route.py) when a range of one source holds more
 than appends (position deletes, deletion vectors, equality deletes, copy-on-write
 rewrites). Read exactly,
 by the snapshots' manifests, only the columns the view needs:
@@ -22,10 +22,11 @@ Equality deletes are applied here (pyiceberg's reader does not): a file read who
 the rows their values match.
 Rows that appear once with each sign identically on the projected columns (a rewrite's
 moved rows the diff left, an update that left a row as it was) cancel before the delta
-sees them (`cancel_moved`). Whole files are read a few at a time (pyarrow decodes
-without the GIL). The route bounds the rows read (refresh.arrow_read_max_rows, from the
-manifests, before reading) and the rows left (`max_rows`: refresh.arrow_max_rows, after
-the rewrites are diffed, before the rest is netted). Equality deletes other than on one
+sees them: the route nets them by sql/net.py's tree, as the Spark read does. Whole files
+are read a few at a time (pyarrow decodes without the GIL). The route bounds the rows
+read (refresh.arrow_read_max_rows, from the manifests, before reading) and the rows left
+(`max_rows`: refresh.arrow_max_rows, after the rewrites are diffed, before the rest is
+netted). Equality deletes other than on one
 integer or string column, positions un-deleted within the range and data files without
 the needed columns' field ids raise ArrowUnsupportedError: Spark reads those.
 """
@@ -67,7 +68,7 @@ from icemv.refresh.changes.arrow_equality import (
 from icemv.refresh.changes.arrow_reads import read_schema
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.manifests import range_entries, touched_files
-from icemv.refresh.changes.rewrite_diff import bit_key, rewrites
+from icemv.refresh.changes.rewrite_diff import rewrites
 from icemv.sql.names import WEIGHT
 
 _READERS = 4  # whole data files read at once
@@ -209,7 +210,7 @@ def changed_rows(
             f"{rows.num_rows} changed rows > {max_rows} (refresh.arrow_max_rows, "
             "driver_commit_max_rows)"
         )
-    return ChangedRows(cancel_moved(rows), read)
+    return ChangedRows(rows, read)
 
 
 def _range_files(table: Table, change: SourceChange) -> _Range:
@@ -402,27 +403,3 @@ def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
 def _weighted(rows: pa.Table, weight: int) -> pa.Table:
     column = pa.repeat(pa.scalar(weight, pa.int32()), rows.num_rows)
     return rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), column)
-
-
-def cancel_moved(rows: pa.Table) -> pa.Table:
-    """Rows identical on every column summed by weight, zero sums dropped (a rewrite's
-    moved rows); as is where some column cannot be grouped, or no row is negative."""
-    weight = rows.column(WEIGHT)
-    if rows.num_rows == 0 or pc.min(weight).as_py() > 0 or pc.max(weight).as_py() < 0:
-        return rows
-    keys: dict[str, pa.Array] = {}
-    for index, name in enumerate(n for n in rows.column_names if n != WEIGHT):
-        key = bit_key(rows.column(name))
-        if key is None:
-            return rows
-        keys[f"k{index}"] = key
-    ones = pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)
-    index = pc.subtract(pc.cumulative_sum(ones), 1)
-    keyed = pa.table({**keys, "__row": index, WEIGHT: weight})
-    grouped = keyed.group_by(list(keys), use_threads=False).aggregate(
-        [(WEIGHT, "sum"), ("__row", "min")]
-    )
-    kept = grouped.filter(pc.not_equal(grouped.column(f"{WEIGHT}_sum"), 0))
-    first = rows.drop_columns([WEIGHT]).take(kept.column("__row_min"))
-    net = kept.column(f"{WEIGHT}_sum").cast(pa.int32())
-    return first.append_column(rows.schema.field(WEIGHT), net)

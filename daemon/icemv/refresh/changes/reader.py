@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from sqlglot import exp
+
 from icemv.engine.jvm import (
+    column_names,
     format_version,
     load_iceberg_table,
     referenced_data_file,
@@ -45,6 +48,7 @@ from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.pushdown import PUSHDOWN_MAX_ROWS, column_values
 from icemv.sql.columns import ALL, ChangeRead
 from icemv.sql.names import WEIGHT
+from icemv.sql.net import Identity, netted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -108,12 +112,16 @@ class ChangeReader:
         self._spark = spark
         self._catalog = catalog
         self._staged: list[tuple[Any, str]] = []
+        self._views: list[str] = []
         self.records_scanned = 0
 
     def close(self) -> None:
         for table, set_id in self._staged:
             remove_scan_tasks(self._spark, table, set_id)
         self._staged.clear()
+        for name in self._views:
+            self._spark.catalog.dropTempView(name)
+        self._views.clear()
 
     def change_rows(self, change: SourceChange, read: ChangeRead = ALL) -> DataFrame:
         """Rows inserted (+1) and deleted (-1) between the change's snapshots.
@@ -172,8 +180,19 @@ class ChangeReader:
             parts.append(old_rows.exceptAll(new_rows).withColumn(WEIGHT, lit(-1)))
         rows = _union(parts)
         if read.cancel and touched.removed and touched.added:
-            return cancel_moved(rows)
+            return self.netted(rows)
         return rows
+
+    def netted(self, rows: DataFrame) -> DataFrame:
+        """The rows netted by sql/net.py's tree (a rewrite's moved rows cancel)."""
+        name = f"__icemv_changes_{uuid.uuid4().hex[:12]}"
+        rows.createOrReplaceTempView(name)
+        self._views.append(name)
+        identities = [
+            (f.name, _identity(f.dataType)) for f in rows.schema.fields if f.name != WEIGHT
+        ]
+        relation = exp.Table(this=exp.to_identifier(name, quoted=True))
+        return self._spark.sql(netted(relation, identities).sql(dialect="spark"))
 
     def _appended(self, name: str, change: SourceChange) -> DataFrame:
         """Rows of an append-only range: Iceberg's incremental read, planned in the JVM.
@@ -341,6 +360,8 @@ class ChangeReader:
             return _shaped(self._spark.table(name), read, extra).limit(0)
         self._staged.append((table, set_id))
         rows = self._spark.read.format("iceberg").option("scan-task-set-id", set_id).load(name)
+        if read.columns is None:  # the table's columns (format v3 adds row lineage ones)
+            rows = rows.select(*_columns((*column_names(table), *extra)))
         return _shaped(rows, read, extra)
 
 
@@ -373,43 +394,22 @@ def _shaped(rows: DataFrame, read: ChangeRead, extra: tuple[str, ...] = ()) -> D
     return rows.select(*_columns((*kept, *extra)))
 
 
-def _exact_key(data_type: DataType) -> bool:
-    """Whether grouping on the value keeps apart what the view keeps apart: not for maps
-    (Spark cannot group them) nor floating point (grouping makes -0.0 and 0.0 one)."""
+def _identity(data_type: DataType) -> Identity:
+    """How a column enters a row's identity (sql/net.py): by its text for floating point
+    (grouping makes -0.0 and 0.0 one) and for what holds maps (Spark cannot group them) or
+    floating point."""
     from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
 
-    if isinstance(data_type, MapType | FloatType | DoubleType):
-        return False
+    if isinstance(data_type, FloatType | DoubleType):
+        return "float"
+    if isinstance(data_type, MapType):
+        return "complex"
     if isinstance(data_type, ArrayType):
-        return _exact_key(data_type.elementType)
+        return "value" if _identity(data_type.elementType) == "value" else "complex"
     if isinstance(data_type, StructType):
-        return all(_exact_key(f.dataType) for f in data_type.fields)
-    return True
-
-
-def cancel_moved(rows: DataFrame) -> DataFrame:
-    """Rows summed by weight over all their columns, zero sums dropped: a rewrite's moved
-    rows cancel here, on the projected columns (NULLs group together, duplicates add up).
-
-    A column grouping would blur (floating point, maps) is grouped by its text, which
-    tells -0.0 from 0.0 and NaN from NaN alike as the view does, and carried as is.
-    """
-    from pyspark.sql.functions import col, first
-    from pyspark.sql.functions import sum as sum_
-
-    keys: list[Column] = []
-    carried: list[Column] = []
-    for index, value in enumerate(f for f in rows.schema.fields if f.name != WEIGHT):
-        column = col(quote_part(value.name))
-        if _exact_key(value.dataType):
-            keys.append(column)
-        else:
-            keys.append(column.cast("string").alias(f"__icemv_g{index}"))
-            carried.append(first(column).alias(value.name))
-    weight = col(quote_part(WEIGHT))
-    net = sum_(weight).cast("int").alias(WEIGHT)
-    summed = rows.groupBy(*keys).agg(*carried, net)
-    return summed.where(weight != 0).select(*_columns(rows.columns))
+        inner = {_identity(f.dataType) for f in data_type.fields}
+        return "value" if inner <= {"value"} else "complex"
+    return "value"
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

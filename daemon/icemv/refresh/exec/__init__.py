@@ -1,0 +1,50 @@
+"""Who runs a refresh's delta and merge trees: Spark, or DuckDB on the driver.
+
+Both executors run the same sqlglot trees (sql/delta.py, refresh/patch/), registered by
+name and collected as Arrow; `refresh/route.py` picks one at plan time. What only Spark
+does (writing a patch too big for the driver, reading sources the embedded engine does not
+hold) asks for Spark through `spark_of`, which the embedded engine refuses with the
+reason: the refresh then runs on Spark.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import pyarrow as pa
+from sqlglot import exp
+
+from icemv.errors import EngineRefusedError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from icemv.refresh.patch.model import PatchTarget
+
+
+class Executor(Protocol):
+    name: str
+
+    def register(self, purpose: str, query: exp.Query, cache: bool = False) -> str:
+        """`query` as a relation later trees may name; its (unique) name."""
+
+    def collect(self, query: exp.Query, max_rows: int) -> pa.Table | None:
+        """`query`'s rows as Arrow; None if there are more than `max_rows`."""
+
+    def stored(
+        self, target: PatchTarget, keys: str, key_columns: list[tuple[str, str]]
+    ) -> PatchTarget:
+        """The storage rows a keyed patch reads: `target` as is (Spark reads the table), or
+        the rows of the files whose bounds admit the keys of relation `keys` (`key_columns`:
+        storage column, key column), held by the executor."""
+
+    def drop(self) -> None:
+        """Forget every relation registered."""
+
+
+def spark_of(executor: Executor, why: str) -> SparkSession:
+    """The Spark session, for what only Spark does; EngineRefusedError(`why`) elsewhere."""
+    spark: SparkSession | None = getattr(executor, "spark", None)
+    if spark is None:
+        raise EngineRefusedError(why)
+    return spark

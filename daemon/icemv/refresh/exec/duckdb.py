@@ -12,14 +12,16 @@ runs, so refreshes on the driver overlap.
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Mapping
 
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
 from icemv.errors import EngineRefusedError
+from icemv.refresh.patch.model import PatchTarget
+from icemv.refresh.patch.row_images import files_admitting
 from icemv.sql.portable import NotPortable, Schema, to_duckdb
 from icemv.sql.spark_types import of_arrow
 
@@ -50,12 +52,15 @@ class DuckDBExecutor:
     def __init__(self, threads: int, memory_limit: str, time_zone: str) -> None:
         self.connection = connect(threads, memory_limit, time_zone)
         self.schemas: dict[str, Schema] = {}
+        # One call at a time on the connection (files read in parallel filter through it).
+        self._lock = threading.Lock()
 
     def add_rows(self, purpose: str, rows: pa.Table) -> str:
         """Arrow rows as a relation the trees may name; its name."""
         name = _name(purpose)
-        self.connection.register(name, rows)
-        self.schemas[name] = {f.name: of_arrow(f.type) for f in rows.schema}
+        with self._lock:
+            self.connection.register(name, rows)
+            self.schemas[name] = {f.name: of_arrow(f.type) for f in rows.schema}
         return name
 
     def register(self, purpose: str, query: exp.Query, cache: bool = False) -> str:
@@ -67,24 +72,41 @@ class DuckDBExecutor:
         return None if rows.num_rows > max_rows else rows
 
     def rows(self, name: str) -> pa.Table:
-        return self.connection.table(name).to_arrow_table()
+        with self._lock:
+            return self.connection.table(name).to_arrow_table()
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self.connection.unregister(name)
+            self.schemas.pop(name, None)
+
+    def stored(
+        self, target: PatchTarget, keys: str, key_columns: list[tuple[str, str]]
+    ) -> PatchTarget:
+        """The storage files whose bounds admit the touched keys, their rows held."""
+        probe = self.rows(keys).select([k for _, k in key_columns])
+        probe = probe.rename_columns([s for s, _ in key_columns])
+        files = files_admitting(target.table, target.snapshot_id, probe, target.driver_max_rows)
+        if files is None:
+            raise EngineRefusedError("the storage files of the touched groups are too large")
+        empty = target.table.schema().as_arrow().empty_table()
+        rows = pa.concat_tables([rows for _, rows in files]) if files else empty
+        return target.holding(self.add_rows("stored", rows), tuple(f for f, _ in files))
 
     def _run(self, query: exp.Query) -> pa.Table:
-        try:
-            portable = to_duckdb(query, self.schemas)
-        except NotPortable as why:
-            raise EngineRefusedError(str(why)) from None
-        try:
-            return self.connection.sql(portable.sql).to_arrow_table()
-        except duckdb.Error as error:  # overflow and the like: Spark decides
-            raise EngineRefusedError(f"DuckDB: {str(error).splitlines()[0][:200]}") from None
+        with self._lock:
+            try:
+                portable = to_duckdb(query, self.schemas)
+            except NotPortable as why:
+                raise EngineRefusedError(str(why)) from None
+            try:
+                return self.connection.sql(portable.sql).to_arrow_table()
+            except duckdb.Error as error:  # overflow and the like: Spark decides
+                first = str(error).splitlines()[0][:200]
+                raise EngineRefusedError(f"DuckDB: {first}") from None
 
     def drop(self) -> None:
         self.connection.close()
-
-
-def schema_of(rows: Mapping[str, pa.Table]) -> dict[str, Schema]:
-    return {name: {f.name: of_arrow(f.type) for f in t.schema} for name, t in rows.items()}
 
 
 def _name(purpose: str) -> str:

@@ -53,6 +53,11 @@ class MergeRules:
     recompute: str | None = None
 
 
+def unit_weight() -> exp.Expr:
+    """The weight of one of the rows a delta row is exploded into: +1 or -1, an INT."""
+    return if_(exp.GT(this=col(WEIGHT), expression=num(0)), num(1), num(-1))
+
+
 def _stored(name: str) -> exp.Column:
     return col(name, "t")
 
@@ -113,7 +118,7 @@ def merge_rules(
         for a in analysis.aggregates
     )
     rules = MergeRules(exploded=exploded)
-    weight = exp.Sign(this=col(WEIGHT)) if rules.exploded else col(WEIGHT)
+    weight = unit_weight() if rules.exploded else col(WEIGHT)
     names = {c.name for c in state}
     for index, aggregate in enumerate(analysis.aggregates):
         output = outputs[aggregate.position]

@@ -21,9 +21,10 @@ from pyiceberg.types import IcebergType
 from sqlglot import exp
 
 from icemv.errors import FullRefreshRequiredError
-from icemv.refresh.patch.aggregate_rules import merge_rules
+from icemv.refresh.exec import Executor, spark_of
+from icemv.refresh.patch.aggregate_rules import merge_rules, unit_weight
 from icemv.refresh.patch.keyed import KeyedMerge, rewrite_from_driver, spark_merge
-from icemv.refresh.patch.model import PatchTarget, StoragePatch, TempViews
+from icemv.refresh.patch.model import PatchTarget, StoragePatch
 from icemv.refresh.patch.sqltree import (
     aliased,
     all_of,
@@ -81,7 +82,7 @@ def _match(keys: Sequence[tuple[str, str]], left: str, right: str) -> exp.Expr:
 
 
 def merge_aggregates_patch(
-    views: TempViews,
+    views: Executor,
     analysis: AggregateAnalysis,
     pre_delta: exp.Query,
     outputs: Sequence[str],
@@ -102,7 +103,7 @@ def merge_aggregates_patch(
     rules = merge_rules(analysis, outputs, state, types or {})
     if rules.recompute is not None:
         return recompute()
-    weight = exp.Sign(this=col(WEIGHT)) if rules.exploded else col(WEIGHT)
+    weight = unit_weight() if rules.exploded else col(WEIGHT)
     projections: list[exp.Expr] = [col(alias) for _, alias in keys]
     projections.append(aliased(sum_(weight.copy()), DELTA_COUNT))
     projections += [aliased(expression, alias) for alias, expression in rules.deltas.items()]
@@ -122,6 +123,7 @@ def merge_aggregates_patch(
     else:  # a global aggregate over no change rows is one all-NULL row: no row instead
         delta = delta.having(exp.GT(this=exp.Count(this=exp.Star()), expression=num(0)))
     source = views.register("aggd", delta)
+    target = views.stored(target, source, keys)
     gone: exp.Expr = exp.false()
     if with_deletes and keys:  # a global aggregate always keeps its one row
         if rules.rows is None:
@@ -150,11 +152,12 @@ def merge_aggregates_patch(
     rewrite = rewrite_from_driver(views, spec, target, suspects)
     if rewrite is not None:
         return recompute() if rewrite.suspect else rewrite.patch
+    spark = spark_of(views, "the storage table is larger than the driver commits")
     if not with_deletes and not state:  # no suspects; Iceberg's summary has the counts
-        return spark_merge(views, spec, None)
-    views.cache(source)  # read by the statistics and the MERGE
-    counts = spec.counts(views.spark, target, suspects)
-    return recompute() if counts.suspect else spark_merge(views, spec, counts)
+        return spark_merge(spark, spec, None)
+    spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
+    counts = spec.counts(spark, target, suspects)
+    return recompute() if counts.suspect else spark_merge(spark, spec, counts)
 
 
 def _new_group(value: exp.Expr) -> exp.Expr:
@@ -193,7 +196,7 @@ def touched_groupings(
 
 
 def recompute_groups_patch(
-    views: TempViews,
+    views: Executor,
     analysis: AggregateAnalysis,
     pre_delta: exp.Query,
     new_query: exp.Query,
@@ -201,6 +204,7 @@ def recompute_groups_patch(
     target: PatchTarget,
 ) -> StoragePatch:
     """Replace every group the delta touches by its rows in the view at the new snapshots."""
+    spark = spark_of(views, "the touched groups are recomputed from the sources")
     keys = _group_keys(analysis, outputs)
     if not keys:
         raise FullRefreshRequiredError(
@@ -241,5 +245,5 @@ def recompute_groups_patch(
     rewrite = rewrite_from_driver(views, spec, target)
     if rewrite is not None:
         return rewrite.patch
-    views.cache(source)  # read by the statistics and the MERGE
-    return spark_merge(views, spec, spec.counts(views.spark, target))
+    spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
+    return spark_merge(spark, spec, spec.counts(spark, target))

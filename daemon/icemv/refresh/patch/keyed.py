@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from icemv.engine.arrow import collect_bounded
-from icemv.refresh.patch.model import DriverPatch, PatchTarget, SparkPatch, TempViews
+from icemv.refresh.exec import Executor
+from icemv.refresh.patch.model import DriverPatch, PatchTarget, SparkPatch
 from icemv.refresh.patch.sqltree import (
     aliased,
     case,
@@ -169,13 +169,14 @@ class Rewrite:
 
 
 def rewrite_from_driver(
-    views: TempViews, spec: KeyedMerge, target: PatchTarget, suspect: exp.Expr | None = None
+    views: Executor, spec: KeyedMerge, target: PatchTarget, suspect: exp.Expr | None = None
 ) -> Rewrite | None:
-    """The patched storage content, collected; None if it is too big for the driver."""
+    """The patched storage content (of the whole table, or of the rows the executor
+    holds), collected; None if it is too big for the driver."""
     if not target.rewritable_from_driver:
         return None
     query = spec.content(target, suspect or exp.false())
-    content = collect_bounded(views.spark.sql(render(query)), target.driver_max_rows)
+    content = views.collect(query, target.driver_max_rows)
     if content is None:
         return None
     status = content[STATUS]
@@ -197,11 +198,11 @@ def rewrite_from_driver(
     return Rewrite(patch, counts.suspect)
 
 
-def spark_merge(views: TempViews, spec: KeyedMerge, counts: Counts | None) -> SparkPatch:
+def spark_merge(spark: SparkSession, spec: KeyedMerge, counts: Counts | None) -> SparkPatch:
     """The MERGE as a Spark write; no counts: Iceberg's summary of the commit has them."""
 
     def merge(target: str) -> None:
-        spec.merge(views.spark, target)
+        spec.merge(spark, target)
 
     if counts is None:
         return SparkPatch(None, None, merge)

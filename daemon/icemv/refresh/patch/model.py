@@ -1,4 +1,4 @@
-"""What a patch is: the storage table it applies to, the write it prepares, its temp views.
+"""What a patch is: the storage table it applies to and the write it prepares.
 
 A patch is one of two writes, chosen when it is prepared:
   - `SparkPatch`: a Spark SQL write (append or MERGE) to a given table reference;
@@ -10,10 +10,9 @@ Iceberg's summary of the same commit has them.
 
 from __future__ import annotations
 
-import uuid
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.manifest import DataFile, DataFileContent
@@ -24,9 +23,6 @@ from icemv.errors import StorageCommitConflictError
 from icemv.identifiers import Identifier
 from icemv.spec.summary import TOTAL_RECORDS, summary_of
 from icemv.sql.pinning import table_at
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
@@ -60,21 +56,39 @@ class PatchTarget:
     catalog: str
     snapshot_id: int
     driver_max_rows: int  # 0: always write with Spark
+    # The embedded executor holds some storage rows instead (`Executor.stored`): the
+    # relation of the rows of these data files, the only ones a patch then rewrites.
+    held: str | None = None
+    held_files: tuple[DataFile, ...] = ()
+
+    def holding(self, relation: str, files: tuple[DataFile, ...]) -> PatchTarget:
+        return dataclasses.replace(self, held=relation, held_files=files)
 
     def at_plan(self, alias: str) -> exp.Expr:
-        """The storage table read at the planned snapshot, under `alias`."""
+        """The storage rows at the planned snapshot (those held, if any), under `alias`."""
+        if self.held is not None:
+            return exp.Table(
+                this=exp.to_identifier(self.held, quoted=True),
+                alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
+            )
         return table_at(self.catalog, self.identifier, self.snapshot_id, alias)
 
     @property
     def rewritable_from_driver(self) -> bool:
-        """The whole storage content may be rewritten from the driver."""
+        """The storage content read (whole, or the held rows) may be rewritten from the
+        driver."""
+        if self.held is not None:
+            return True  # the executor read them within the driver's bound
         summary = summary_of(self.table.metadata.snapshot_by_id(self.snapshot_id))
         # Records in data files, deletes not subtracted: a bound of the rows.
         records = int(summary.get(TOTAL_RECORDS, 0))
         return self.driver_max_rows > 0 and records <= self.driver_max_rows
 
     def live_data_files(self) -> list[DataFile]:
-        """The data files of the planned snapshot (what a full rewrite replaces)."""
+        """The data files a rewrite of what was read replaces: those held, or every data
+        file of the planned snapshot."""
+        if self.held is not None:
+            return list(self.held_files)
         return live_data_files(self.table, self.snapshot_id)
 
 
@@ -89,31 +103,3 @@ def live_data_files(storage: Table, snapshot_id: int) -> list[DataFile]:
         for entry in manifest.fetch_manifest_entry(storage.io, discard_deleted=True)
         if entry.data_file.content == DataFileContent.DATA
     ]
-
-
-class TempViews:
-    """Temp views of one refresh, dropped (and uncached) when it ends."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
-        self._names: list[str] = []
-
-    def register(self, purpose: str, query: exp.Query, cache: bool = False) -> str:
-        """Register `query` as a new temp view; returns its (internal, unique) name."""
-        return self.register_frame(purpose, self.spark.sql(query.sql(dialect="spark")), cache)
-
-    def register_frame(self, purpose: str, frame: DataFrame, cache: bool = False) -> str:
-        name = f"__icemv_{purpose}_{uuid.uuid4().hex[:12]}"
-        frame.createOrReplaceTempView(name)
-        self._names.append(name)
-        if cache:
-            self.spark.catalog.cacheTable(name)
-        return name
-
-    def cache(self, name: str) -> None:
-        self.spark.catalog.cacheTable(name)
-
-    def drop(self) -> None:
-        for name in self._names:
-            self.spark.catalog.dropTempView(name)
-        self._names.clear()

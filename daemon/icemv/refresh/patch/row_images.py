@@ -9,8 +9,10 @@ row is replaced by its survivors, all in one snapshot with the inserted images.
 
 from __future__ import annotations
 
+import math
+import struct
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -26,10 +28,13 @@ from pyiceberg.expressions import (
 )
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
+from pyiceberg.types import DoubleType, FloatType
 
 from icemv.errors import FullRefreshRequiredError
 from icemv.refresh.commit.driver import conform_to_storage
+from icemv.sql.net import Identity
 
 Image = tuple[Hashable, ...]
 
@@ -58,14 +63,11 @@ def rewrite_row_images(
     if not doomed:
         return RowRewrite(inserted, (), inserted.num_rows, 0)
     negatives = images.filter(pa.array([n < 0 for n in copies]))
-    scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(negatives))
-    tasks = list(scan.plan_files())
-    if sum(task.file.record_count for task in tasks) > max_rows:
+    files = files_admitting(storage, snapshot_id, negatives, max_rows)
+    if files is None:
         return None
-    reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
     survivors, replaces = [], []
-    for task in tasks:
-        rows = conform_to_storage(reader.to_table([task]), storage)
+    for file, rows in files:
         # Only rows each of whose exactly comparable values some deleted image has are
         # compared as Python tuples: a vectorised membership test per column first.
         found = candidates(rows, negatives)
@@ -80,13 +82,26 @@ def rewrite_row_images(
             for position in gone:
                 keep[position] = False
             survivors.append(rows.filter(pa.array(keep)))
-            replaces.append(task.file)
+            replaces.append(file)
     if +doomed:
         raise FullRefreshRequiredError(
             "storage-inconsistent", "the delta deletes rows the storage table does not hold"
         )
     rows = pa.concat_tables([*survivors, inserted])
     return RowRewrite(rows, tuple(replaces), inserted.num_rows, deleted)
+
+
+def files_admitting(
+    storage: Table, snapshot_id: int, probe: pa.Table, max_rows: int
+) -> list[tuple[DataFile, pa.Table]] | None:
+    """The data files (and their rows, read whole) whose column bounds may hold some row
+    of `probe` (storage columns, any subset); None when they hold more than `max_rows`."""
+    scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(probe))
+    tasks = list(scan.plan_files())
+    if sum(task.file.record_count for task in tasks) > max_rows:
+        return None
+    reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
+    return [(task.file, conform_to_storage(reader.to_table([task]), storage)) for task in tasks]
 
 
 def candidates(rows: pa.Table, negatives: pa.Table) -> pa.Array:
@@ -108,8 +123,36 @@ def candidates(rows: pa.Table, negatives: pa.Table) -> pa.Array:
 
 
 def _images(rows: pa.Table) -> list[Image]:
-    # Python equality is null-safe (None == None), like the `<=>` the MERGE path uses.
-    return list(zip(*(column.to_pylist() for column in rows.columns), strict=True))
+    """Each row as a tuple equal to another's exactly when the rows are the same values
+    (sql/net.py's identity): NULLs alike (Python's None == None, like `<=>`), floating
+    point by its bits (-0.0 is not 0.0), every NaN one value."""
+    columns = []
+    for column in rows.columns:
+        values = column.to_pylist()
+        if pa.types.is_floating(column.type):
+            values = [_bits(v) for v in values]
+        columns.append(values)
+    if not columns:
+        return [()] * rows.num_rows
+    return list(zip(*columns, strict=True))
+
+
+def _bits(value: float | None) -> bytes | None:
+    if value is None:
+        return None
+    return b"nan" if math.isnan(value) else struct.pack("<d", value)
+
+
+def identity_columns(schema: Schema, names: Sequence[str]) -> list[tuple[str, Identity]]:
+    """Each storage column with how it enters a row's identity (sql/net.py)."""
+
+    def identity(field_type: object) -> Identity:
+        if isinstance(field_type, FloatType | DoubleType):
+            return "float"
+        return "value" if getattr(field_type, "is_primitive", False) else "complex"
+
+    kinds = {f.name: identity(f.field_type) for f in schema.fields}
+    return [(name, kinds.get(name, "complex")) for name in names]
 
 
 # Bounds prune files only on types whose order Iceberg's statistics and Python agree on.

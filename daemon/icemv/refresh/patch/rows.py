@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from icemv.engine.arrow import collect_bounded
 from icemv.errors import FullRefreshRequiredError
-from icemv.refresh.patch.model import DriverPatch, PatchTarget, SparkPatch, StoragePatch, TempViews
-from icemv.refresh.patch.row_images import rewrite_row_images
+from icemv.refresh.exec import Executor, spark_of
+from icemv.refresh.patch.model import DriverPatch, PatchTarget, SparkPatch, StoragePatch
+from icemv.refresh.patch.row_images import identity_columns, rewrite_row_images
 from icemv.refresh.patch.sqltree import (
     aliased,
     coalesce,
@@ -37,8 +37,9 @@ from icemv.refresh.patch.sqltree import (
 )
 from icemv.spec.summary import RefreshReason
 from icemv.sql.names import WEIGHT
+from icemv.sql.net import netted
 
-NET = "__icemv_net"  # net copies of a row image in the delta
+NET = WEIGHT  # net copies of a row image in the delta (sql/net.py)
 HELD = "__icemv_c"  # copies of it the storage table holds
 KIND = "__icemv_kind"  # 'd': delete every copy, 'i': insert one copy
 COPIES = "__icemv_copies"
@@ -46,34 +47,28 @@ COPY = "__icemv_n"
 
 
 def rows_patch(
-    views: TempViews,
+    views: Executor,
     delta: exp.Query,
     outputs: Sequence[str],
     target: PatchTarget,
     insert_only: bool,
 ) -> StoragePatch:
-    spark = views.spark
+    appended = exp.select(*columns(outputs)).from_(subquery(delta))
     if insert_only:  # every weight is +1: the delta rows are the rows to append
-        appended = spark.sql(render(exp.select(*columns(outputs)).from_(subquery(delta))))
         if target.driver_max_rows:
-            rows = collect_bounded(appended, target.driver_max_rows)
+            rows = views.collect(appended, target.driver_max_rows)
             if rows is not None:
                 return DriverPatch(rows.num_rows, 0, rows)
+        frame = spark_of(views, "more appended rows than the driver commits").sql(render(appended))
 
         def append_all(target: str) -> None:
-            appended.writeTo(target).append()
+            frame.writeTo(target).append()
 
         return SparkPatch(None, 0, append_all)
-    net = views.register(
-        "net",
-        exp.select(*columns(outputs), aliased(sum_(col(WEIGHT)), NET))
-        .from_(subquery(delta))
-        .group_by(*columns(outputs))
-        .having(exp.NEQ(this=sum_(col(WEIGHT)), expression=num(0))),
-        cache=True,
-    )
+    identities = identity_columns(target.table.schema(), outputs)
+    net = views.register("net", netted(subquery(delta), identities), cache=True)
     if target.driver_max_rows:
-        net_rows = collect_bounded(spark.table(net), target.driver_max_rows)
+        net_rows = views.collect(exp.select(exp.Star()).from_(view(net)), target.driver_max_rows)
         if net_rows is not None:
             rewrite = rewrite_row_images(
                 target.table, target.snapshot_id, net_rows, target.driver_max_rows
@@ -82,6 +77,7 @@ def rows_patch(
                 return DriverPatch(
                     rewrite.inserted, rewrite.deleted, rewrite.rows, rewrite.replaces
                 )
+    spark = spark_of(views, "the patch holds more rows than the driver commits")
     positive = exp.GT(this=col(NET), expression=num(0))
     negative = exp.LT(this=col(NET), expression=num(0))
     stats = spark.sql(

@@ -33,7 +33,7 @@ from sqlglot import exp
 
 from icemv.engine.arrow import collect_bounded
 from icemv.identifiers import Identifier
-from icemv.refresh.patch.model import TempViews
+from icemv.refresh.exec.spark import SparkExecutor
 from icemv.refresh.patch.sqltree import col, render, view
 from icemv.sql.delta import IN_LIST_MAX, DeltaInputs, KeyBounds, TouchedKeys, touched_keys_query
 from icemv.sql.keys import KEY_META
@@ -47,7 +47,7 @@ KEYS_ON_DRIVER = 100_000
 
 
 def touched_keys(
-    views: TempViews,
+    views: SparkExecutor,
     query: exp.Query,
     inputs: DeltaInputs,
     source_schema: Callable[[Identifier], Schema | None],

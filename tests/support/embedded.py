@@ -46,13 +46,13 @@ def refresh_by(lakehouse: Lakehouse, mv: Identifier, engine: str) -> RefreshResu
     return result
 
 
-def appends_in_arrow(
+def appends_embedded(
     lakehouse: Lakehouse, namespace: str, mv: Identifier, appends: list[list[tuple[Any, ...]]]
 ) -> None:
     """Each append to trips, then a refresh of `mv` by the Arrow path."""
     for rows in appends:
         append_trips(lakehouse, namespace, rows)
-        result = refresh_by(lakehouse, mv, "arrow")
+        result = refresh_by(lakehouse, mv, "duckdb")
         assert result.engine_reason is None
         assert result.source_rows_read == len(rows)
         assert set(result.phase_seconds) == {"plan", "changes", "patch", "commit", "record"}

@@ -1,10 +1,11 @@
-"""The Arrow path's joins (refresh/patch/arrow_select.py): appends, deletes and updates
-(merge-on-read position deletes, copy-on-write rewrites) of a fact table joined with an
+"""The embedded engine's joins (refresh/route.py holds the unchanged tables): appends,
+deletes and updates (merge-on-read position deletes, copy-on-write rewrites) of a fact table
+joined with an
 unchanged dimension refresh without a Spark job, equal to the view SQL evaluated by Spark
 at the recorded snapshots: NULL join keys on both sides, duplicate dimension keys, fact
 rows no dimension row matches (LEFT JOIN), under a filter and under a merged GROUP BY. A
-dimension that moved in the same range, is larger than the limit, or joined rows over the
-row limit go to Spark."""
+dimension that moved in the same range, is larger than the limit, or a patch over the
+driver's limit go to Spark."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_reads import shared_cache
 from tests.conftest import CATALOG_KINDS
-from tests.support.arrow import appends_in_arrow, refresh_by, refreshed_mv
+from tests.support.embedded import appends_embedded, refresh_by, refreshed_mv
 from tests.support.oracle import storage_and_oracle
 from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips, equality_delete
 
@@ -101,7 +102,7 @@ def test_appends_joined_with_an_unchanged_dimension_refresh_in_arrow(
 ) -> None:
     _tables(lakehouse, namespace)
     mv = refreshed_mv(lakehouse, namespace, "v", sql)
-    appends_in_arrow(lakehouse, namespace, mv, APPENDS)
+    appends_embedded(lakehouse, namespace, mv, APPENDS)
     actual, _ = storage_and_oracle(lakehouse, mv)
     if sql == LEFT:  # unmatched and NULL-key fact rows are kept, padded
         assert (9, "d", None) in actual and (13, None, None) in actual
@@ -126,7 +127,7 @@ def test_a_moved_or_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespac
     assert "arrow_join_max_rows" in (result.engine_reason or "")
     # Back under the default limit: Arrow again, reading the moved dimension's new rows.
     append_trips(lakehouse, namespace, [(14, "d", 9.0, D1), (15, "a", 1.0, D3)])
-    refresh_by(lakehouse, mv, "arrow")
+    refresh_by(lakehouse, mv, "duckdb")
 
 
 def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> None:
@@ -137,8 +138,8 @@ def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> N
     cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
     before = cache.tables_read
     append_trips(lakehouse, namespace, APPENDS[0])
-    refresh_by(lakehouse, first, "arrow")
-    refresh_by(lakehouse, second, "arrow")
+    refresh_by(lakehouse, first, "duckdb")
+    refresh_by(lakehouse, second, "duckdb")
     assert cache.tables_read - before == 1
 
 
@@ -196,7 +197,7 @@ def test_deletes_and_updates_joined_with_an_unchanged_dimension_refresh_in_arrow
         for statement in statements:
             lakehouse.spark.sql(statement.format(t=name))
         for mv in mvs.values():
-            result = refresh_by(lakehouse, mv, "arrow")
+            result = refresh_by(lakehouse, mv, "duckdb")
             assert result.engine_reason is None, (step, mv, result)
     trips = lakehouse.load_table(Identifier((namespace,), "trips"))
     deletes = {d.file_format.name for t in trips.scan().plan_files() for d in t.delete_files}
@@ -207,17 +208,18 @@ def test_deletes_and_updates_joined_with_an_unchanged_dimension_refresh_in_arrow
     assert (8, "b", "B2") in actual and (3, "d", None) not in actual
 
 
-def test_joined_rows_over_the_row_limit_go_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
-    """Two deleted rows of the duplicated key are four joined rows: over a limit of 3."""
+def test_a_patch_over_the_driver_limit_goes_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
+    """Two deleted rows of the duplicated key are four joined rows, a patch of four rows:
+    over a driver commit limit of 3, DuckDB hands the refresh to Spark."""
     _tables(lakehouse, namespace, "merge-on-read")
     mv = refreshed_mv(lakehouse, namespace, "v", LEFT)
     config = lakehouse.config
     small = Lakehouse(
         config.model_copy(
-            update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 3})}
+            update={"refresh": config.refresh.model_copy(update={"driver_commit_max_rows": 3})}
         )
     )
     name = lakehouse.quoted(Identifier((namespace,), "trips"))
     small.spark.sql(f"DELETE FROM {name} WHERE id IN (1, 6)")
     result = refresh_by(small, mv, "spark")
-    assert "4 joined rows > 3" in (result.engine_reason or ""), result
+    assert "more rows than the driver commits" in (result.engine_reason or ""), result

@@ -1,6 +1,7 @@
-"""The Arrow path (refresh/patch/arrow_route.py): small appends to one source refresh
+"""The embedded engine (refresh/route.py, DuckDB): small appends to one source refresh
 filter and merged GROUP BY views without a Spark job, equal to the view SQL evaluated by
-Spark at the recorded snapshots; what Arrow cannot do as Spark does goes to Spark."""
+Spark at the recorded snapshots, DECIMAL money and timestamps bucketed by day or hour
+included; what DuckDB does not compute as Spark does goes to Spark, with the reason."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_reads import shared_cache
 from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
-from tests.support.arrow import appends_in_arrow, refresh_by, refreshed_mv
+from tests.support.embedded import appends_embedded, refresh_by, refreshed_mv
 from tests.support.oracle import storage_and_oracle
 from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips
 
@@ -44,27 +45,81 @@ GLOBAL = "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM trips
 
 
 @pytest.mark.parametrize("sql", [FILTER, AGGREGATE, GLOBAL], ids=["filter", "aggregate", "global"])
-def test_appends_refresh_in_arrow(lakehouse: Lakehouse, namespace: str, sql: str) -> None:
+def test_appends_refresh_on_duckdb(lakehouse: Lakehouse, namespace: str, sql: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
     mv = refreshed_mv(lakehouse, namespace, "v", sql)
-    appends_in_arrow(lakehouse, namespace, mv, APPENDS)
+    appends_embedded(lakehouse, namespace, mv, APPENDS)
     # Two appends in one refresh: the range is both snapshots' rows.
     append_trips(lakehouse, namespace, [(15, "a", 3.0, D1)])
     append_trips(lakehouse, namespace, [(16, "e", 6.0, D3), (17, "a", None, D1)])
-    assert refresh_by(lakehouse, mv, "arrow").source_rows_read == 3
+    assert refresh_by(lakehouse, mv, "duckdb").source_rows_read == 3
+
+
+SALES = (
+    "id INT, vendor STRING, amount DECIMAL(12,2), rate DECIMAL(7,4), ts TIMESTAMP",
+    [
+        "(1, 'acme', 120.50, 0.0825, TIMESTAMP'2024-03-10 06:59:59')",
+        "(2, 'acme', 99.99, 0.0825, TIMESTAMP'2024-03-10 07:00:00')",
+        "(3, 'bolt', 0.01, 0.1000, TIMESTAMP'2024-03-11 23:30:00')",
+        "(4, NULL, NULL, NULL, NULL)",
+    ],
+)
+SALES_APPENDS = [
+    "(5, 'acme', 1000000.00, 0.0001, TIMESTAMP'2024-03-10 07:15:00'), "
+    "(6, 'cole', -5.55, 0.5000, TIMESTAMP'2024-03-12 00:00:00')",
+    "(7, 'bolt', 33.33, 0.3333, TIMESTAMP'2024-03-11 23:59:59.999999'), (8, 'acme', NULL, "
+    "0.0825, TIMESTAMP'2024-03-10 06:00:00')",
+]
+REAL_TYPES = {
+    "by-day": (
+        "SELECT CAST(ts AS DATE) AS day, vendor, count(*) AS n, sum(amount) AS total, "
+        "avg(amount) AS mean, sum(amount * rate) AS tax, max(amount) AS top "
+        "FROM sales GROUP BY CAST(ts AS DATE), vendor"
+    ),
+    "by-hour": (
+        "SELECT date_trunc('HOUR', ts) AS hour, count(*) AS n, sum(amount) AS total "
+        "FROM sales GROUP BY date_trunc('HOUR', ts)"
+    ),
+    "filter": (
+        "SELECT id, upper(vendor) AS v, amount * 2 AS doubled, substr(vendor, 1, 2) AS code, "
+        "concat(vendor, '-', CAST(id AS STRING)) AS label FROM sales "
+        "WHERE amount > 10.00 AND vendor LIKE 'a%' OR ts >= '2024-03-11'"
+    ),
+}
+
+
+def _sales(lakehouse: Lakehouse, namespace: str) -> str:
+    name = lakehouse.quoted(Identifier((namespace,), "sales"))
+    columns, rows = SALES
+    lakehouse.spark.sql(f"CREATE TABLE {name} ({columns}) USING iceberg")
+    lakehouse.spark.sql(f"INSERT INTO {name} VALUES {', '.join(rows)}")
+    return name
+
+
+@pytest.mark.parametrize("shape", list(REAL_TYPES))
+def test_decimal_money_and_timestamps_refresh_on_duckdb(
+    lakehouse: Lakehouse, namespace: str, shape: str
+) -> None:
+    """A DECIMAL sum, a `CAST(ts AS DATE)` and an hour bucket, string functions: DuckDB."""
+    sales = _sales(lakehouse, namespace)
+    mv = refreshed_mv(lakehouse, namespace, "v", REAL_TYPES[shape])
+    for rows in SALES_APPENDS:
+        lakehouse.spark.sql(f"INSERT INTO {sales} VALUES {rows}")
+        assert refresh_by(lakehouse, mv, "duckdb").engine_reason is None
 
 
 @pytest.mark.parametrize(
     ("sql", "reason"),
     [
-        ("SELECT id, upper(vendor) AS v FROM trips WHERE fare > 5", "Upper"),
-        ("SELECT vendor, sum(fare) AS s FROM trips WHERE fare % 2 = 0 GROUP BY vendor", "Mod"),
-        ("SELECT vendor, min(vendor) AS first FROM trips GROUP BY vendor", "MIN of"),
         ("SELECT fare, count(*) AS n FROM trips GROUP BY fare", "group key"),
+        ("SELECT id, CAST(vendor AS INT) AS v FROM trips", "CAST from string"),
+        ("SELECT id, substr(vendor, 0, 1) AS v FROM trips", "SUBSTR"),
+        ("SELECT id, sign(fare) AS s FROM trips", "sign of double"),
+        ("SELECT id, concat(vendor, id) AS v FROM trips", "CONCAT of non-strings"),
     ],
-    ids=["function", "modulo", "string-min", "double-key"],
+    ids=["double-key", "string-cast", "substr-0", "sign", "concat-int"],
 )
-def test_outside_the_subset_spark_computes(
+def test_what_duckdb_computes_otherwise_goes_to_spark(
     lakehouse: Lakehouse, namespace: str, sql: str, reason: str
 ) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
@@ -75,22 +130,33 @@ def test_outside_the_subset_spark_computes(
         assert result.engine_reason is not None and reason in result.engine_reason
 
 
+def test_non_ascii_case_mapping_goes_to_spark_once_read(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """upper() agrees on ASCII: other text raises in DuckDB, and Spark computes it."""
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv = refreshed_mv(lakehouse, namespace, "v", "SELECT id, upper(vendor) AS v FROM trips")
+    append_trips(lakehouse, namespace, [(30, "ab", 1.0, D1)])
+    refresh_by(lakehouse, mv, "duckdb")
+    append_trips(lakehouse, namespace, [(31, "straße", 1.0, D1)])
+    result = refresh_by(lakehouse, mv, "spark")
+    assert "case mapping" in (result.engine_reason or "")
+
+
 def _nan_free(rows: Counter[Any]) -> Counter[Any]:
-    """NaN as a marker: NaN != NaN, but Spark's MAX and ours must both give it."""
+    """NaN as a marker: NaN != NaN, but Spark's MAX and DuckDB's must both give it."""
     return Counter({tuple("NaN" if v != v else v for v in row): n for row, n in rows.items()})
 
 
-def test_nan_under_max_falls_back_while_reading(lakehouse: Lakehouse, namespace: str) -> None:
+def test_nan_under_max_is_the_largest_on_both_engines(lakehouse: Lakehouse, namespace: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
     mv = refreshed_mv(
         lakehouse, namespace, "v", "SELECT vendor, max(fare) AS hi FROM trips GROUP BY vendor"
     )
-    steps = [([(20, "a", float("nan"), D1)], "spark"), ([(21, "b", 1.0, D1)], "arrow")]
-    for rows, engine in steps:
+    for rows in ([(20, "a", float("nan"), D1)], [(21, "a", 1.0, D1)]):
         append_trips(lakehouse, namespace, rows)
         result = refresh_mv(lakehouse, mv)
-        assert (result.mode, result.engine) == ("incremental", engine), result
-        assert engine == "arrow" or "NaN" in (result.engine_reason or "")
+        assert (result.mode, result.engine) == ("incremental", "duckdb"), result
         actual, expected = storage_and_oracle(lakehouse, mv)
         assert _nan_free(actual) == _nan_free(expected)
         assert ("a", "NaN") in _nan_free(actual)
@@ -101,7 +167,7 @@ def test_deletes_and_the_switch_go_to_spark(lakehouse: Lakehouse, namespace: str
     mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
     trips = lakehouse.quoted(Identifier((namespace,), "trips"))
     lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 1")
-    result = refresh_by(lakehouse, mv, "spark")  # MIN / MAX under deletes (test_arrow_deletes.py)
+    result = refresh_by(lakehouse, mv, "spark")  # MIN / MAX under deletes recompute
     assert result.engine_reason is not None and "recomputed" in result.engine_reason
     config = lakehouse.config
     off = config.model_copy(
@@ -109,7 +175,7 @@ def test_deletes_and_the_switch_go_to_spark(lakehouse: Lakehouse, namespace: str
     )
     append_trips(lakehouse, namespace, APPENDS[0])
     result = refresh_by(Lakehouse(off), mv, "spark")
-    assert result.engine_reason is not None and "arrow path off" in result.engine_reason
+    assert result.engine_reason is not None and "embedded engine off" in result.engine_reason
     small = config.model_copy(
         update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 2})}
     )
@@ -126,11 +192,11 @@ def test_mvs_share_each_appended_file(lakehouse: Lakehouse, namespace: str) -> N
     cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
     before = cache.files_read
     append_trips(lakehouse, namespace, APPENDS[0])
-    refresh_by(lakehouse, early, "arrow")
+    refresh_by(lakehouse, early, "duckdb")
     append_trips(lakehouse, namespace, APPENDS[1])
-    refresh_by(lakehouse, early, "arrow")
+    refresh_by(lakehouse, early, "duckdb")
     for mv in late:  # both snapshots' rows: the union of what `early` read
-        assert refresh_by(lakehouse, mv, "arrow").source_rows_read == len(APPENDS[0]) + len(
+        assert refresh_by(lakehouse, mv, "duckdb").source_rows_read == len(APPENDS[0]) + len(
             APPENDS[1]
         )
     assert cache.files_read - before == 2

@@ -1,0 +1,325 @@
+"""Which executor computes a refresh's delta, decided at plan time, in one place.
+
+The embedded engine (DuckDB on the driver, refresh/exec/duckdb.py) takes a small change of
+one source table whose delta is the usual terms (not keyed, not a top-N, not groups
+recomputed from the sources): the change rows read with pyiceberg (appended rows, shared
+across MVs; or the signed rows of a range with deletes, refresh/changes/arrow_changes.py,
+while the read scans at most `refresh.arrow_read_max_rows` rows, estimated from the
+manifests, and at most `refresh.arrow_max_rows` changed), and every other table the view
+reads read whole at its pinned snapshot (at most `refresh.arrow_join_max_rows` rows each,
+shared across MVs). The view's expressions must pass the portability gate
+(sql/portable.py) over those tables' types. The same delta and merge trees then run as on
+Spark (sql/delta.py, refresh/patch/). Anything else goes to Spark, and the refusal's
+reason is reported with the refresh (`engine=spark`, `engine_reason`); so does any
+refusal met while running (more rows than the limits, a construct the gate refuses in a
+merge tree, a DuckDB error such as an overflow Spark would wrap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from sqlglot import exp
+
+from icemv.config import Config
+from icemv.errors import ArrowUnsupportedError, EngineRefusedError
+from icemv.identifiers import Identifier
+from icemv.refresh.changes.arrow_changes import changed_rows
+from icemv.refresh.changes.arrow_reads import (
+    AppendedRowsCache,
+    appended_rows,
+    read_schema,
+    table_rows,
+)
+from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.changes.manifests import touched_files
+from icemv.refresh.cost import arrow_scan_rows
+from icemv.refresh.exec.duckdb import DuckDBExecutor
+from icemv.refresh.plan import IncrementalPlan
+from icemv.spec.summary import TOTAL_RECORDS, summary_of
+from icemv.sql.analysis import AggregateAnalysis
+from icemv.sql.columns import source_of
+from icemv.sql.names import WEIGHT, argument_column, key_column
+from icemv.sql.net import Identity, netted
+from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.sql.spark_types import SparkType, of_arrow
+
+
+@dataclass(frozen=True)
+class Held:
+    """An unchanged source the embedded engine reads whole at its pinned snapshot."""
+
+    identifier: Identifier
+    table: Table
+    snapshot_id: int | None
+    schema: Schema  # the snapshot's
+    columns: tuple[str, ...]  # those the view names
+
+    def read(self, cache: AppendedRowsCache) -> pa.Table:
+        return table_rows(self.table, self.snapshot_id, self.schema, self.columns, cache)
+
+
+@dataclass(frozen=True)
+class EmbeddedRoute:
+    """A refresh whose delta DuckDB computes: what to read, and the limits."""
+
+    identifier: Identifier
+    change: SourceChange
+    source: Table
+    held: tuple[Held, ...]
+    max_rows: int  # change rows (and joined rows) the patch may come from
+    columns: tuple[str, ...] | None  # read of a range with deletes; None: all
+    # A view of the changed table alone: its WHERE (over `alias`), applied to each file
+    # a range with deletes reads, before the rewrite diff.
+    where: exp.Expr | None
+    alias: str
+    threads: int
+    memory_limit: str
+    time_zone: str
+
+    def executor(self) -> DuckDBExecutor:
+        return DuckDBExecutor(self.threads, self.memory_limit, self.time_zone)
+
+    def read(self, executor: DuckDBExecutor, cache: AppendedRowsCache) -> tuple[str, int]:
+        """The change rows (source columns and WEIGHT) as a relation of `executor`, and
+        the source rows read for them."""
+        if self.change.kind == "append-only":
+            try:
+                rows = appended_rows(self.source, self.change, cache)
+            except ArrowUnsupportedError as why:
+                raise EngineRefusedError(str(why)) from None
+            ones = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
+            weighted = rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), ones)
+            return executor.add_rows("delta", weighted), rows.num_rows
+        keep = self._kept(executor) if self.where is not None else None
+        try:
+            changed = changed_rows(self.source, self.change, self.columns, self.max_rows, keep)
+        except ArrowUnsupportedError as why:
+            raise EngineRefusedError(str(why)) from None
+        raw = executor.add_rows("changes", changed.rows)
+        identities: list[tuple[str, Identity]] = [
+            (f.name, "float" if pa.types.is_floating(f.type) else
+             "complex" if f.type.num_fields > 0 else "value")
+            for f in changed.rows.schema
+            if f.name != WEIGHT
+        ]  # fmt: skip
+        table = exp.Table(this=exp.to_identifier(raw, quoted=True))
+        return executor.register("delta", netted(table, identities)), changed.rows_read
+
+    def _kept(self, executor: DuckDBExecutor) -> Callable[[pa.Table], pa.Table]:
+        """The rows of one file the view's WHERE keeps (filtering keeps their order)."""
+        where = self.where
+        assert where is not None
+
+        def kept(rows: pa.Table) -> pa.Table:
+            name = executor.add_rows("file", rows)
+            try:
+                relation = exp.Table(
+                    this=exp.to_identifier(name, quoted=True),
+                    alias=exp.TableAlias(this=exp.to_identifier(self.alias, quoted=True)),
+                )
+                query = exp.select(exp.Star()).from_(relation).where(where.copy())
+                found = executor.collect(query, rows.num_rows)
+                assert found is not None
+                return found
+            finally:
+                executor.forget(name)
+
+        return kept
+
+    def hold(self, executor: DuckDBExecutor, cache: AppendedRowsCache) -> dict[
+        tuple[Identifier, int | None], str
+    ]:  # fmt: skip
+        """Each unchanged table, read whole at its pinned snapshot, as a relation."""
+        try:
+            return {
+                (held.identifier, held.snapshot_id): executor.add_rows("held", held.read(cache))
+                for held in self.held
+            }
+        except ArrowUnsupportedError as why:  # e.g. equality deletes pyiceberg cannot read
+            raise EngineRefusedError(str(why)) from None
+
+
+def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
+    """The embedded route of this refresh's delta, or why Spark computes it."""
+    settings = config.refresh
+    if str(config.spark.conf.get("spark.sql.ansi.enabled", "")).lower() == "true":
+        return "spark.sql.ansi.enabled: Spark fails on overflow and bad casts, DuckDB would not"
+    max_rows = min(settings.arrow_max_rows, settings.driver_commit_max_rows)
+    if max_rows <= 0:
+        return "embedded engine off (refresh.arrow_max_rows or driver_commit_max_rows is 0)"
+    if len(plan.moved) != 1:
+        return "more than one source table changed"
+    ((identifier, change),) = plan.moved.items()
+    if change.kind == "append-only" and change.changed_records > max_rows:
+        return (
+            f"{change.changed_records} changed rows > {max_rows} "
+            "(refresh.arrow_max_rows, driver_commit_max_rows)"
+        )
+    analysis = plan.analysis
+    if plan.keyed:
+        return "a keyed delta (the touched keys' rows are read from every source)"
+    if not isinstance(analysis, AggregateAnalysis) and analysis.top_n is not None:
+        return "a top-N view"
+    base = plan.base
+    if isinstance(analysis, AggregateAnalysis):
+        strategy = analysis.aggregate_strategy(plan.with_deletes, bool(base.state_columns))
+        if strategy != "merge-aggregates":
+            return "the touched groups are recomputed from the source"
+    source = base.reads.load_table(identifier)
+    if change.kind != "append-only":  # the rows that changed are known once read
+        scanned = _scan_refusal(source, change, settings.arrow_read_max_rows)
+        if scanned is not None:
+            return scanned
+    try:
+        held, relations = _held(plan, identifier, source, change, settings.arrow_join_max_rows)
+        _gate(plan, relations)
+    except (EngineRefusedError, NotPortable) as why:
+        return str(why)
+    where, alias = _file_filter(plan, identifier)
+    return EmbeddedRoute(
+        identifier=identifier,
+        change=change,
+        source=source,
+        held=tuple(held),
+        max_rows=max_rows,
+        columns=plan.change_read(identifier).columns,
+        where=where,
+        alias=alias,
+        threads=settings.duckdb_threads,
+        memory_limit=settings.duckdb_memory_limit,
+        time_zone=str(config.spark.conf.get("spark.sql.session.timeZone", "UTC")),
+    )
+
+
+def _held(
+    plan: IncrementalPlan,
+    changed: Identifier,
+    source: Table,
+    change: SourceChange,
+    max_rows: int,
+) -> tuple[list[Held], dict[str, dict[str, SparkType]]]:
+    """The unchanged tables to read whole, and every table occurrence's schema by a
+    placeholder name (the occurrence's alias) for the gate."""
+    query = plan.analysis.query
+    held: dict[Identifier, Held] = {}
+    relations: dict[str, dict[str, SparkType]] = {}
+    for select in query.find_all(exp.Select):
+        own = [t for t in select.find_all(exp.Table) if t.parent_select is select]
+        if sum(source_of(t) == changed for t in own) > 1:
+            raise EngineRefusedError(f"a self-join of {changed}, the changed table")
+    for table in query.find_all(exp.Table):
+        identifier = source_of(table)
+        if identifier == changed:
+            schema = read_schema(source, change)
+            relations[table.alias_or_name] = _types(schema.as_arrow())
+            continue
+        if identifier not in plan.changes:
+            raise EngineRefusedError(f"{identifier}: not a source table")
+        if identifier not in held:
+            held[identifier] = _unchanged(plan, identifier, max_rows)
+        relations[table.alias_or_name] = _types(held[identifier].schema.as_arrow())
+    for identifier, one in held.items():  # read only the columns the view names
+        names = _columns_named(query, identifier)
+        held[identifier] = Held(one.identifier, one.table, one.snapshot_id, one.schema, names)
+    return list(held.values()), relations
+
+
+def _unchanged(plan: IncrementalPlan, identifier: Identifier, max_rows: int) -> Held:
+    if max_rows <= 0:
+        raise EngineRefusedError("joins off (refresh.arrow_join_max_rows is 0)")
+    change = plan.changes[identifier]
+    loaded = plan.base.reads.load_table(identifier)
+    snapshot = None
+    if change.new_snapshot_id is not None:
+        snapshot = loaded.snapshot_by_id(change.new_snapshot_id)
+        if snapshot is None:
+            raise EngineRefusedError(f"{identifier}: the pinned snapshot is gone")
+    records = int(summary_of(snapshot).get(TOTAL_RECORDS, -1)) if snapshot else 0
+    if records < 0 or records > max_rows:
+        shown = "unknown" if records < 0 else str(records)
+        raise EngineRefusedError(
+            f"{identifier}: {shown} rows > {max_rows} (refresh.arrow_join_max_rows)"
+        )
+    schema = read_schema(loaded, change)
+    return Held(identifier, loaded, snapshot.snapshot_id if snapshot else None, schema, ())
+
+
+def _columns_named(query: exp.Query, identifier: Identifier) -> tuple[str, ...]:
+    """The columns of `identifier`'s occurrences the query names (a star: every column)."""
+    aliases = {t.alias_or_name for t in query.find_all(exp.Table) if source_of(t) == identifier}
+    names: dict[str, None] = {}
+    for column in query.find_all(exp.Column):
+        if column.table in aliases:
+            if isinstance(column.this, exp.Star):
+                raise EngineRefusedError(f"{column.table}.* over an unchanged table")
+            names[column.name] = None
+    return tuple(names)
+
+
+def _types(schema: pa.Schema) -> dict[str, SparkType]:
+    return {f.name: of_arrow(f.type) for f in schema}
+
+
+def _gate(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> None:
+    """The view's expressions through the portability gate, each table occurrence read as
+    a relation named by its alias: the projection, WHERE and joins of a rows view; the
+    group keys and aggregate arguments of an aggregate (its merge trees are icemv's own,
+    gated when they run), whose keys must not be floating point."""
+    query = plan.analysis.query.copy()
+    for table in list(query.find_all(exp.Table)):
+        table.replace(
+            exp.Table(
+                this=exp.to_identifier(table.alias_or_name, quoted=True),
+                alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name, quoted=True)),
+            )
+        )
+    analysis = plan.analysis
+    if not isinstance(analysis, AggregateAnalysis):
+        to_duckdb(query, relations)
+        return
+    assert isinstance(query, exp.Select)
+    keys = [exp.alias_(k.expression.copy(), key_column(i), quoted=True)
+            for i, k in enumerate(analysis.keys)]  # fmt: skip
+    arguments = [
+        exp.alias_(a.argument.copy(), argument_column(i), quoted=True)
+        for i, a in enumerate(analysis.aggregates)
+        if a.argument is not None
+    ]
+    query.set("expressions", [*keys, *arguments] or [exp.alias_(exp.true(), "any")])
+    query.set("group", None)
+    query.set("having", None)
+    portable = to_duckdb(query, relations)
+    for name, kind in portable.columns[: len(keys)]:
+        if kind.floating or kind.kind == "complex":
+            raise NotPortable(f"a {kind.describe()} group key ({name})")
+
+
+def _file_filter(plan: IncrementalPlan, identifier: Identifier) -> tuple[exp.Expr | None, str]:
+    """A one-table view's WHERE and its table's alias (filtering each file read is the
+    filter of the rows read); None for a view of several tables."""
+    query = plan.analysis.query
+    tables = list(query.find_all(exp.Table))
+    where = query.args.get("where") if isinstance(query, exp.Select) else None
+    if len(tables) != 1 or where is None or source_of(tables[0]) != identifier:
+        return None, ""
+    return where.this.copy(), tables[0].alias_or_name
+
+
+def _scan_refusal(source: Table, change: SourceChange, read_max_rows: int) -> str | None:
+    """Why the read of a range with deletes would scan too much (its estimate from the
+    range's manifests), or None."""
+    touched = touched_files(source, change)
+    if touched.equality_delete_records and touched.equality_scan_records is None:
+        return f"{change.identifier}: an equality delete not pushed down"
+    rows, hit = arrow_scan_rows(touched)
+    if rows + hit > read_max_rows:
+        return (
+            f"the change read scans ~{rows + hit} rows > {read_max_rows} "
+            "(refresh.arrow_read_max_rows)"
+        )
+    return None
