@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import socket
 import struct
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,8 +19,10 @@ import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from icemv.service import http as http_module
+from icemv.service import http_overflow
 from icemv.service.http import HttpServer, RefreshRequestOutcome
 from icemv.service.metrics import Metrics
+from tests.support.daemon import wait_for
 
 KNOWN_MVS = {"analytics.daily", "odd name/x"}
 
@@ -33,6 +37,8 @@ class Fakes:
     )
     requested: list[str] = field(default_factory=list)
     fail: bool = False
+    # How long a refresh request takes the daemon (its work before answering).
+    refresh_seconds: float = 0.0
 
     def liveness(self) -> bool:
         if self.fail:
@@ -46,6 +52,8 @@ class Fakes:
 
     def request_refresh(self, name: str) -> RefreshRequestOutcome:
         self.requested.append(name)
+        if self.refresh_seconds:
+            threading.Event().wait(self.refresh_seconds)
         if self.fail:
             raise RuntimeError("queue broken")
         if name.startswith("bad"):
@@ -317,3 +325,173 @@ def test_client_hanging_up_before_the_answer_is_debug_noise(server: Running) -> 
         assert server.call("/healthz")[0] == 200
     assert not [entry for entry in logs if entry["log_level"] in ("error", "warning")]
     assert not [entry for entry in logs if "exc_info" in entry]
+
+
+# ---- bursts (issue 27): every request answered, probes never refused ------------------
+
+BURST_REQUESTS = 500
+# A request not answered within this is a failure (the old backlog of 5 left some for 60 s).
+REQUEST_TIMEOUT_SECONDS = 15.0
+HEALTHZ_WITHIN_SECONDS = 1.0
+# Expected statuses per kind of request; 503 where the handlers may all be busy.
+BURST_KINDS: dict[str, tuple[str, str, set[int]]] = {
+    "healthz": ("GET", "/healthz", {200}),
+    "readyz": ("GET", "/readyz", {200}),
+    "metrics": ("GET", "/metrics", {200, 503}),
+    "refresh-known": ("POST", "/mvs/analytics.daily/refresh", {202, 503}),
+    "refresh-unknown": ("POST", "/mvs/nope/refresh", {404, 503}),
+}
+
+
+@dataclass
+class Answer:
+    kind: str
+    status: int | None  # None: no answer (timeout or connection error)
+    seconds: float
+    error: str | None = None
+
+
+async def _request(port: int, method: str, path: str) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        body = "Content-Length: 0\r\n" if method == "POST" else ""
+        writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\n{body}\r\n".encode())
+        await writer.drain()
+        response = await reader.read()  # the server closes after one answer
+    finally:
+        writer.close()
+    status_line = response.split(b"\r\n", 1)[0].split()
+    return int(status_line[1])
+
+
+async def _timed(port: int, kind: str) -> Answer:
+    method, path, _ = BURST_KINDS[kind]
+    started = time.perf_counter()
+    try:
+        status = await asyncio.wait_for(_request(port, method, path), REQUEST_TIMEOUT_SECONDS)
+    except (OSError, TimeoutError, IndexError, ValueError) as exc:
+        return Answer(kind, None, time.perf_counter() - started, type(exc).__name__)
+    return Answer(kind, status, time.perf_counter() - started)
+
+
+async def _burst(port: int, kinds: list[str]) -> list[Answer]:
+    return list(await asyncio.gather(*(_timed(port, kind) for kind in kinds)))
+
+
+def _percentiles(seconds: list[float]) -> str:
+    ordered = sorted(seconds)
+
+    def ms(share: float) -> str:
+        return f"{ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000:.0f} ms"
+
+    return f"p50 {ms(0.5)}, p95 {ms(0.95)}, max {ms(1.0)}"
+
+
+def _start(fakes: Fakes, max_handlers: int = http_module.MAX_HANDLERS) -> tuple[HttpServer, int]:
+    http = HttpServer(
+        "127.0.0.1",
+        0,
+        Metrics(version="test"),
+        fakes.liveness,
+        fakes.readiness,
+        fakes.request_refresh,
+        max_handlers=max_handlers,
+    )
+    return http, http.start()
+
+
+def test_a_burst_of_mixed_requests_is_answered_and_probes_stay_quick() -> None:
+    # A refresh request costs the daemon some work (an identifier, the index; an unknown
+    # name rebuilds it): 20 ms here, so the burst fills the handler threads.
+    fakes = Fakes(refresh_seconds=0.02)
+    http, port = _start(fakes)
+    kinds = [list(BURST_KINDS)[i % len(BURST_KINDS)] for i in range(BURST_REQUESTS)]
+    try:
+        answers = asyncio.run(_burst(port, kinds))
+        assert Running(fakes, http.metrics, port).call("/metrics")[0] == 200  # slots released
+    finally:
+        http.stop()
+
+    unanswered = [a for a in answers if a.status is None]
+    assert not unanswered, f"{len(unanswered)} unanswered, e.g. {unanswered[:3]}"
+    for kind, (_, _, expected) in BURST_KINDS.items():
+        seen = {a.status for a in answers if a.kind == kind}
+        assert seen <= expected, (kind, seen)
+    healthz = [a.seconds for a in answers if a.kind == "healthz"]
+    assert max(healthz) < HEALTHZ_WITHIN_SECONDS, _percentiles(healthz)
+    refused = sum(a.status == 503 for a in answers)
+    print(
+        f"\nburst of {len(answers)} ({refused} refused busy, "
+        f"{len(fakes.requested)} refresh requests reached the daemon):"
+        f"\n  /healthz: {_percentiles(healthz)}"
+        f"\n  all     : {_percentiles([a.seconds for a in answers])}"
+    )
+    for kind in BURST_KINDS:
+        print(f"  {kind:15}: {_percentiles([a.seconds for a in answers if a.kind == kind])}")
+
+
+def _trickle(port: int) -> socket.socket:
+    """A connection whose request head never ends: it holds a handler thread."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+    return conn
+
+
+def test_busy_handlers_answer_probes_and_refuse_the_rest_at_once() -> None:
+    fakes = Fakes()
+    http, port = _start(fakes, max_handlers=2)
+    running = Running(fakes, http.metrics, port)
+    holders = [_trickle(port) for _ in range(2)]
+    try:
+        with structlog.testing.capture_logs() as logs:
+            wait_for(lambda: running.call("/metrics")[0] == 503, 10, "the handlers to be busy")
+            started = time.monotonic()
+            assert running.call("/healthz")[::2] == (200, b"ok\n")
+            status, content_type, body = running.call("/readyz")
+            assert (status, content_type) == (200, "application/json")
+            assert json.loads(body)["ready"] is True
+            fakes.alive = False
+            assert running.call("/healthz")[0] == 503  # the probe's own answer, not "busy"
+            fakes.alive = True
+            status, _, body = running.call("/mvs/analytics.daily/refresh", "POST")
+            assert status == 503 and json.loads(body) == {"error": "busy, retry"}
+            assert time.monotonic() - started < 5.0  # nothing waited for a handler
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                head, _, rest = _read_all(conn).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.0 200") and b"Content-Length: 3" in head
+            assert rest == b""
+        assert fakes.requested == []  # refused requests never reach the daemon
+        busy = [entry for entry in logs if entry["event"] == "http_busy"]
+        assert len(busy) == 1 and busy[0]["refused"] == 1  # then quiet for a minute
+        # The held handlers come free: everything is served on threads again.
+        for conn in holders:
+            conn.close()
+        wait_for(lambda: running.call("/metrics")[0] == 200, 10, "free handlers")
+    finally:
+        for conn in holders:
+            conn.close()
+        http.stop()
+
+
+def test_busy_answers_a_trickling_client_within_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_overflow, "HEAD_SECONDS", 0.5)
+    fakes = Fakes()
+    http, port = _start(fakes, max_handlers=1)
+    holder = _trickle(port)
+    try:
+        wait_for(
+            lambda: Running(fakes, http.metrics, port).call("/metrics")[0] == 503,
+            10,
+            "the handler to be busy",
+        )
+        started = time.monotonic()
+        with _trickle(port) as conn:  # to the overflow thread now
+            response = _read_all(conn)
+        assert response.startswith(b"HTTP/1.0 503"), response[:80]
+        assert 0.4 < time.monotonic() - started < 5.0
+    finally:
+        holder.close()
+        http.stop()

@@ -9,6 +9,14 @@ hold a thread forever: a per-request deadline shuts the connection down once the
 has not been read in full within `REQUEST_DEADLINE_SECONDS`. A request whose client hung
 up before it was answered is not executed (a refresh nobody waits for may still be
 wanted, but a half-sent one is not a request), and such hang-ups are debug-level noise.
+
+Bursts: the socket listens with a backlog of `LISTEN_BACKLOG` (the stdlib's 5 left
+connections of a 200-request burst waiting on SYN retries for a minute), and at most
+`MAX_HANDLERS` requests run on threads at once. A connection accepted while all are busy
+goes to one overflow thread (service/http_overflow.py) that answers it at once: a probe
+(`/healthz`, `/readyz`, GET or HEAD) as usual, since both read only state the daemon keeps
+(`liveness` and `readiness` must stay that cheap), anything else `503` with
+`Retry-After: 1`; a warning `http_busy` says how many were refused, at most once a minute.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import select
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +38,7 @@ from urllib.parse import unquote, urlsplit
 import structlog
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
+from icemv.service.http_overflow import Overflow
 from icemv.service.metrics import Metrics
 
 log = structlog.get_logger(__name__)
@@ -40,6 +50,13 @@ REQUEST_DEADLINE_SECONDS = 10.0
 MAX_BODY_BYTES = 64 * 1024
 # Errors of a client that went away: logged at debug, never with a traceback.
 DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+# Connections the kernel queues before accept() (capped by net.core.somaxconn).
+LISTEN_BACKLOG = 1024
+# Requests served on threads at once; more are answered by the overflow thread.
+MAX_HANDLERS = 64
+# At most one `http_busy` warning this often.
+BUSY_LOG_SECONDS = 60.0
+BUSY_BODY = b'{"error": "busy, retry"}'
 
 
 class RefreshRequestOutcome(enum.Enum):
@@ -63,14 +80,21 @@ class HttpServer:
         liveness: Liveness,
         readiness: Readiness,
         request_refresh: RequestRefresh,
+        max_handlers: int = MAX_HANDLERS,
     ) -> None:
+        """`liveness` and `readiness` answer from memory: the overflow thread calls them
+        for every probe that finds the handlers busy."""
         self.host, self.port = host, port
         self.metrics = metrics
         self.liveness = liveness
         self.readiness = readiness
         self.request_refresh = request_refresh
+        self.max_handlers = max_handlers
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._busy_lock = threading.Lock()
+        self._busy_refused = 0
+        self._busy_logged_at: float | None = None
 
     def start(self) -> int:
         """Bind and serve in the background; returns the bound port (useful with port 0)."""
@@ -78,6 +102,7 @@ class HttpServer:
             raise RuntimeError("HTTP server already started")
         server = _Server(self)
         self._server = server
+        server.overflow.start()
         # The poll interval bounds how long stop() waits for the serving loop to notice.
         self._thread = threading.Thread(
             target=server.serve_forever, args=(0.1,), name="icemv-http", daemon=True
@@ -97,15 +122,109 @@ class HttpServer:
         if thread is not None:
             thread.join()
 
+    def refused_busy(self) -> None:
+        """Counts a request refused with 503; logs the count at most every BUSY_LOG_SECONDS."""
+        now = time.monotonic()
+        with self._busy_lock:
+            self._busy_refused += 1
+            last = self._busy_logged_at
+            if last is not None and now - last < BUSY_LOG_SECONDS:
+                return
+            refused, self._busy_refused, self._busy_logged_at = self._busy_refused, 0, now
+        log.warning("http_busy", refused=refused, max_handlers=self.max_handlers)
+
+
+def _healthz_answer(app: HttpServer) -> tuple[HTTPStatus, bytes, str]:
+    try:
+        alive = bool(app.liveness())
+    except Exception as exc:  # noqa: BLE001 (class only: probe errors may quote connection strings)
+        log.warning("liveness_check_failed", error=type(exc).__name__)
+        alive = False
+    status = HTTPStatus.OK if alive else HTTPStatus.SERVICE_UNAVAILABLE
+    return status, b"ok\n" if alive else b"unhealthy\n", "text/plain; charset=utf-8"
+
+
+def _readyz_answer(app: HttpServer) -> tuple[HTTPStatus, bytes, str]:
+    try:
+        checks = {str(name): bool(ok) for name, ok in app.readiness().items()}
+    except Exception as exc:  # noqa: BLE001 (class only: probe errors may quote connection strings)
+        log.warning("readiness_check_failed", error=type(exc).__name__)
+        checks = {"readiness": False}
+    ready = all(checks.values())
+    # The gauge then shows what the last probe saw, without a second code path.
+    app.metrics.set_ready(ready)
+    status = HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE
+    return status, json.dumps({"ready": ready, "checks": checks}).encode(), "application/json"
+
+
+PROBES: dict[str, Callable[[HttpServer], tuple[HTTPStatus, bytes, str]]] = {
+    "/healthz": _healthz_answer,
+    "/readyz": _readyz_answer,
+}
+
+
+def _overflow_answer(app: HttpServer, head: bytes) -> bytes:
+    """The whole response to a request the handlers had no room for (`head`: its request
+    line and headers as received, or b"" when they did not come in time)."""
+    method, path = _method_and_path(head)
+    probe = PROBES.get(path) if method in ("GET", "HEAD") else None
+    if probe is not None:
+        status, body, content_type = probe(app)
+        extra = ""
+    else:
+        app.refused_busy()
+        status, body, content_type = HTTPStatus.SERVICE_UNAVAILABLE, BUSY_BODY, "application/json"
+        extra = "Retry-After: 1\r\n"
+    head_out = (
+        f"HTTP/1.0 {status.value} {status.phrase}\r\nServer: {_Handler.server_version}\r\n"
+        f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n{extra}"
+        "Connection: close\r\n\r\n"
+    )
+    return head_out.encode("latin-1") + (b"" if method == "HEAD" else body)
+
+
+def _method_and_path(head: bytes) -> tuple[str, str]:
+    parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+    if len(parts) != 3:
+        return "", ""
+    try:
+        return parts[0], urlsplit(parts[1]).path
+    except ValueError:
+        return parts[0], ""
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, app: HttpServer) -> None:
         self.app = app
+        self._slots = threading.BoundedSemaphore(app.max_handlers)
+        self.overflow = Overflow(lambda head: _overflow_answer(app, head))
         if ":" in app.host:
             self.address_family = socket.AF_INET6
         super().__init__((app.host, app.port), _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the request while there is room, else the overflow thread."""
+        if not self._slots.acquire(blocking=False):
+            self.overflow.add(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.overflow.stop()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Instead of a traceback on stderr: such errors are clients hanging up or garbage.
@@ -239,25 +358,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, self.app.metrics.exposition(), CONTENT_TYPE_PLAIN_0_0_4)
 
     def _healthz(self) -> None:
-        try:
-            alive = bool(self.app.liveness())
-        except Exception as exc:  # noqa: BLE001 (class only: probe errors may quote connection strings)
-            log.warning("liveness_check_failed", error=type(exc).__name__)
-            alive = False
-        status = HTTPStatus.OK if alive else HTTPStatus.SERVICE_UNAVAILABLE
-        self._send(status, b"ok\n" if alive else b"unhealthy\n", "text/plain; charset=utf-8")
+        self._send(*_healthz_answer(self.app))
 
     def _readyz(self) -> None:
-        try:
-            checks = {str(name): bool(ok) for name, ok in self.app.readiness().items()}
-        except Exception as exc:  # noqa: BLE001 (class only: probe errors may quote connection strings)
-            log.warning("readiness_check_failed", error=type(exc).__name__)
-            checks = {"readiness": False}
-        ready = all(checks.values())
-        # The gauge then shows what the last probe saw, without a second code path.
-        self.app.metrics.set_ready(ready)
-        status = HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE
-        self._send_json(status, {"ready": ready, "checks": checks})
+        self._send(*_readyz_answer(self.app))
 
     def _refresh(self, quoted_name: str) -> None:
         try:
