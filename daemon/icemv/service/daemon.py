@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -48,9 +48,16 @@ LIVENESS_TIMEOUT_SECONDS = 30.0
 
 class Daemon:
     def __init__(
-        self, config: Config, config_path: str | None = None, lakehouse: Lakehouse | None = None
+        self,
+        config: Config,
+        config_path: str | None = None,
+        lakehouse: Lakehouse | None = None,
+        on_refresh: Callable[[RefreshResult], None] | None = None,
     ) -> None:
+        """`on_refresh(result)`: told of every refresh that ended (`icemv demo` narrates
+        them), on a refresh worker's thread, after the `refresh` log line."""
         self.config = config
+        self._on_refresh = on_refresh
         self.config_path = config_path
         self.lakehouse = lakehouse or Lakehouse(config)
         self.metrics = Metrics()
@@ -261,6 +268,11 @@ class Daemon:
             engine=result.engine,
             engine_reason=result.engine_reason,
         )
+        if self._on_refresh is not None:
+            try:
+                self._on_refresh(result)
+            except Exception as exc:  # noqa: BLE001 (a listener must not fail the refresh's result)
+                log.warning("refresh_listener_failed", error=type(exc).__name__)
         mv = self.index.snapshot.mvs.get(result.mv)
         if mv is not None:
             try:
