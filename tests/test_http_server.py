@@ -456,7 +456,9 @@ def test_busy_handlers_answer_probes_and_refuse_the_rest_at_once() -> None:
             assert rest == b""
         assert fakes.requested == []  # refused requests never reach the daemon
         busy = [entry for entry in logs if entry["event"] == "http_busy"]
-        assert len(busy) == 1 and busy[0]["refused"] == 1  # then quiet for a minute
+        assert len(busy) == 1 and busy[0]["refused_total"] == 1  # then quiet for a minute
+        refused = http.metrics.registry.get_sample_value("icemv_http_requests_refused_total")
+        assert refused is not None and refused >= 2  # the wait for busy handlers, the POST
         # The held handlers come free: everything is served on threads again.
         for conn in holders:
             conn.close()

@@ -16,7 +16,8 @@ connections of a 200-request burst waiting on SYN retries for a minute), and at 
 goes to one overflow thread (service/http_overflow.py) that answers it at once: a probe
 (`/healthz`, `/readyz`, GET or HEAD) as usual, since both read only state the daemon keeps
 (`liveness` and `readiness` must stay that cheap), anything else `503` with
-`Retry-After: 1`; a warning `http_busy` says how many were refused, at most once a minute.
+`Retry-After: 1`, counted in `icemv_http_requests_refused_total` and logged as `http_busy`
+(with the count so far) at most once a minute.
 """
 
 from __future__ import annotations
@@ -123,15 +124,17 @@ class HttpServer:
             thread.join()
 
     def refused_busy(self) -> None:
-        """Counts a request refused with 503; logs the count at most every BUSY_LOG_SECONDS."""
+        """Counts a request refused with 503 (`icemv_http_requests_refused_total`); logs
+        `http_busy` with the count so far at most every BUSY_LOG_SECONDS."""
+        self.metrics.record_http_refused()
         now = time.monotonic()
         with self._busy_lock:
             self._busy_refused += 1
             last = self._busy_logged_at
             if last is not None and now - last < BUSY_LOG_SECONDS:
                 return
-            refused, self._busy_refused, self._busy_logged_at = self._busy_refused, 0, now
-        log.warning("http_busy", refused=refused, max_handlers=self.max_handlers)
+            refused, self._busy_logged_at = self._busy_refused, now
+        log.warning("http_busy", refused_total=refused, max_handlers=self.max_handlers)
 
 
 def _healthz_answer(app: HttpServer) -> tuple[HTTPStatus, bytes, str]:
