@@ -206,7 +206,11 @@ class _Server(ThreadingHTTPServer):
         self.overflow = Overflow(lambda head: _overflow_answer(app, head))
         if ":" in app.host:
             self.address_family = socket.AF_INET6
-        super().__init__((app.host, app.port), _Handler)
+        try:
+            super().__init__((app.host, app.port), _Handler)
+        except BaseException:  # the port is taken, say: the overflow's sockets go too
+            self.overflow.stop()
+            raise
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """A thread for the request while there is room, else the overflow thread."""
