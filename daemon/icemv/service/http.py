@@ -1,18 +1,21 @@
 """The daemon's small HTTP surface: metrics, probes, and on-demand refresh requests.
 
-stdlib `ThreadingHTTPServer` in a daemon thread: four routes do not justify a web framework,
-and a slow scrape or probe must not wait behind another. Every handler turns its own
-exceptions into a 5xx so a bad request or a failing callback never takes the server down.
+The stdlib's `HTTPServer` serving in a daemon thread, each request on a handler thread of
+its own: four routes do not justify a web framework, and a slow scrape or probe must not
+wait behind another. Every handler turns its own exceptions into a 5xx so a bad request
+or a failing callback never takes the server down.
 
 The socket timeout only bounds each read, so a client trickling one byte at a time would
-hold a thread forever: a per-request deadline shuts the connection down once the request
-has not been read in full within `REQUEST_DEADLINE_SECONDS`. A request whose client hung
+hold a thread forever: a per-request deadline (kept by one thread, service/deadlines.py)
+shuts the connection down once the request has not been read in full within
+`REQUEST_DEADLINE_SECONDS`. A request whose client hung
 up before it was answered is not executed (a refresh nobody waits for may still be
 wanted, but a half-sent one is not a request), and such hang-ups are debug-level noise.
 
 Bursts: the socket listens with a backlog of `LISTEN_BACKLOG` (the stdlib's 5 left
 connections of a 200-request burst waiting on SYN retries for a minute), and at most
-`MAX_HANDLERS` requests run on threads at once. A connection accepted while all are busy
+`MAX_HANDLERS` requests run on handler threads at once (started as needed, then kept:
+no thread start per request). A connection accepted while all are busy
 goes to one overflow thread (service/http_overflow.py) that answers it at once: a probe
 (`/healthz`, `/readyz`, GET or HEAD) as usual, since both read only state the daemon keeps
 (`liveness` and `readiness` must stay that cheap), anything else `503` with
@@ -25,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import queue
 import select
 import socket
 import sys
@@ -32,13 +36,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import structlog
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
+from icemv.service.deadlines import Deadlines
 from icemv.service.http_overflow import Overflow
 from icemv.service.metrics import Metrics
 
@@ -103,6 +108,7 @@ class HttpServer:
             raise RuntimeError("HTTP server already started")
         server = _Server(self)
         self._server = server
+        server.deadlines.start()
         server.overflow.start()
         # The poll interval bounds how long stop() waits for the serving loop to notice.
         self._thread = threading.Thread(
@@ -196,13 +202,49 @@ def _method_and_path(head: bytes) -> tuple[str, str]:
         return parts[0], ""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Workers:
+    """Handler threads, started as needed up to the slots and then kept: a burst does not
+    pay for a thread start per request (each waits for the new thread to get the GIL)."""
+
+    def __init__(self, serve: Callable[[Any, Any], None]) -> None:
+        self._serve = serve
+        self._queue: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, request: Any, client_address: Any) -> None:
+        """Callers never have more requests in flight than they have slots."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            else:
+                thread = threading.Thread(
+                    target=self._work, name=f"icemv-http-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        self._queue.put((request, client_address))
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            self._serve(*item)
+            with self._lock:
+                self._idle += 1
+
+
+class _Server(HTTPServer):
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, app: HttpServer) -> None:
         self.app = app
         self._slots = threading.BoundedSemaphore(app.max_handlers)
+        self._workers = _Workers(self._serve)
+        self.deadlines = Deadlines("icemv-http-deadlines")
         self.overflow = Overflow(lambda head: _overflow_answer(app, head))
         if ":" in app.host:
             self.address_family = socket.AF_INET6
@@ -213,25 +255,30 @@ class _Server(ThreadingHTTPServer):
             raise
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """A thread for the request while there is room, else the overflow thread."""
+        """A handler thread for the request while there is room, else the overflow thread."""
         if not self._slots.acquire(blocking=False):
             self.overflow.add(request)
             return
         try:
-            super().process_request(request, client_address)
+            self._workers.submit(request, client_address)
         except BaseException:
             self._slots.release()
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def _serve(self, request: Any, client_address: Any) -> None:
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 (as socketserver does: the serving goes on)
+            self.handle_error(request, client_address)
         finally:
+            self.shutdown_request(request)
             self._slots.release()
 
     def server_close(self) -> None:
         super().server_close()
+        self._workers.stop()
         self.overflow.stop()
+        self.deadlines.stop()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Instead of a traceback on stderr: such errors are clients hanging up or garbage.
@@ -255,17 +302,18 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self._read_done = threading.Event()
-        self._deadline_timer = threading.Timer(REQUEST_DEADLINE_SECONDS, self._request_expired)
-        self._deadline_timer.daemon = True
-        self._deadline_timer.start()
+        self._deadline = cast(_Server, self.server).deadlines.add(
+            REQUEST_DEADLINE_SECONDS, self._request_expired
+        )
 
     def finish(self) -> None:
-        self._deadline_timer.cancel()
+        cast(_Server, self.server).deadlines.cancel(self._deadline)
         with contextlib.suppress(*DISCONNECTS, OSError):
             super().finish()
 
     def _request_expired(self) -> None:
-        """Runs on the timer thread: a request still unread is cut off (its reads see EOF)."""
+        """Runs on the deadlines thread: a request still unread is cut off (its reads see
+        EOF)."""
         if self._read_done.is_set():
             return
         log.debug("http_request_deadline", client=self.client_address[0])
