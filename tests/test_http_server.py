@@ -6,19 +6,26 @@ import json
 import select
 import socket
 import struct
+import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from icemv.service import http as http_module
+from icemv.service import http_overflow
 from icemv.service.http import HttpServer, RefreshRequestOutcome
 from icemv.service.metrics import Metrics
+from tests.support.daemon import wait_for
 
 KNOWN_MVS = {"analytics.daily", "odd name/x"}
 
@@ -33,6 +40,8 @@ class Fakes:
     )
     requested: list[str] = field(default_factory=list)
     fail: bool = False
+    # How long a refresh request takes the daemon (its work before answering).
+    refresh_seconds: float = 0.0
 
     def liveness(self) -> bool:
         if self.fail:
@@ -46,6 +55,8 @@ class Fakes:
 
     def request_refresh(self, name: str) -> RefreshRequestOutcome:
         self.requested.append(name)
+        if self.refresh_seconds:
+            threading.Event().wait(self.refresh_seconds)
         if self.fail:
             raise RuntimeError("queue broken")
         if name.startswith("bad"):
@@ -317,3 +328,167 @@ def test_client_hanging_up_before_the_answer_is_debug_noise(server: Running) -> 
         assert server.call("/healthz")[0] == 200
     assert not [entry for entry in logs if entry["log_level"] in ("error", "warning")]
     assert not [entry for entry in logs if "exc_info" in entry]
+
+
+# ---- bursts (issue 27): every request answered, probes never refused ------------------
+
+BURST_REQUESTS = 500
+# A request not answered within this is a failure (the old backlog of 5 left some for 60 s).
+REQUEST_TIMEOUT_SECONDS = 15.0
+HEALTHZ_WITHIN_SECONDS = 1.0
+# Statuses expected per kind of request; 503 where the handlers may all be busy.
+EXPECTED = {
+    "healthz": {200},
+    "readyz": {200},
+    "metrics": {200, 503},
+    "refresh-known": {202, 503},
+    "refresh-unknown": {404, 503},
+}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_burst(port: int, kinds: list[str]) -> list[dict[str, Any]]:
+    """The burst from a process of its own (tests/support/http_burst.py): the client does
+    not compete with the server for this interpreter."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.http_burst",
+            str(port),
+            *kinds,
+            "--timeout",
+            str(REQUEST_TIMEOUT_SECONDS),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=REQUEST_TIMEOUT_SECONDS + 60,
+        check=True,
+    )
+    answers: list[dict[str, Any]] = json.loads(result.stdout)
+    return answers
+
+
+def _percentiles(seconds: list[float]) -> str:
+    ordered = sorted(seconds)
+
+    def ms(share: float) -> str:
+        return f"{ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000:.0f} ms"
+
+    return f"p50 {ms(0.5)}, p95 {ms(0.95)}, max {ms(1.0)}"
+
+
+def _start(fakes: Fakes, max_handlers: int = http_module.MAX_HANDLERS) -> tuple[HttpServer, int]:
+    http = HttpServer(
+        "127.0.0.1",
+        0,
+        Metrics(version="test"),
+        fakes.liveness,
+        fakes.readiness,
+        fakes.request_refresh,
+        max_handlers=max_handlers,
+    )
+    return http, http.start()
+
+
+def test_a_burst_of_mixed_requests_is_answered_and_probes_stay_quick() -> None:
+    # A refresh request costs the daemon some work (an identifier, the index; an unknown
+    # name rebuilds it): 20 ms here, so the burst fills the handler threads.
+    fakes = Fakes(refresh_seconds=0.02)
+    http, port = _start(fakes)
+    kinds = [list(EXPECTED)[i % len(EXPECTED)] for i in range(BURST_REQUESTS)]
+    try:
+        # Log calls cost what they cost in the daemon (not rendering every debug line).
+        with structlog.testing.capture_logs():
+            answers = run_burst(port, kinds)
+        assert Running(fakes, http.metrics, port).call("/metrics")[0] == 200  # slots released
+    finally:
+        http.stop()
+
+    assert len(answers) == BURST_REQUESTS
+    unanswered = [a for a in answers if a["status"] is None]
+    assert not unanswered, f"{len(unanswered)} unanswered, e.g. {unanswered[:3]}"
+    for kind, expected in EXPECTED.items():
+        seen = {a["status"] for a in answers if a["kind"] == kind}
+        assert seen <= expected, (kind, seen)
+    healthz = [a["seconds"] for a in answers if a["kind"] == "healthz"]
+    refused = sum(a["status"] == 503 for a in answers)
+    print(
+        f"\nburst of {len(answers)} ({refused} refused busy, "
+        f"{len(fakes.requested)} refresh requests reached the daemon):"
+        f"\n  /healthz: {_percentiles(healthz)}"
+        f"\n  all     : {_percentiles([a['seconds'] for a in answers])}"
+    )
+    for kind in EXPECTED:
+        print(f"  {kind:15}: {_percentiles([a['seconds'] for a in answers if a['kind'] == kind])}")
+    assert max(healthz) < HEALTHZ_WITHIN_SECONDS, _percentiles(healthz)
+
+
+def _trickle(port: int) -> socket.socket:
+    """A connection whose request head never ends: it holds a handler thread."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+    return conn
+
+
+def test_busy_handlers_answer_probes_and_refuse_the_rest_at_once() -> None:
+    fakes = Fakes()
+    http, port = _start(fakes, max_handlers=2)
+    running = Running(fakes, http.metrics, port)
+    holders = [_trickle(port) for _ in range(2)]
+    try:
+        with structlog.testing.capture_logs() as logs:
+            wait_for(lambda: running.call("/metrics")[0] == 503, 10, "the handlers to be busy")
+            started = time.monotonic()
+            assert running.call("/healthz")[::2] == (200, b"ok\n")
+            status, content_type, body = running.call("/readyz")
+            assert (status, content_type) == (200, "application/json")
+            assert json.loads(body)["ready"] is True
+            fakes.alive = False
+            assert running.call("/healthz")[0] == 503  # the probe's own answer, not "busy"
+            fakes.alive = True
+            status, _, body = running.call("/mvs/analytics.daily/refresh", "POST")
+            assert status == 503 and json.loads(body) == {"error": "busy, retry"}
+            assert time.monotonic() - started < 5.0  # nothing waited for a handler
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                head, _, rest = _read_all(conn).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.0 200") and b"Content-Length: 3" in head
+            assert rest == b""
+        assert fakes.requested == []  # refused requests never reach the daemon
+        busy = [entry for entry in logs if entry["event"] == "http_busy"]
+        assert len(busy) == 1 and busy[0]["refused_total"] == 1  # then quiet for a minute
+        refused = http.metrics.registry.get_sample_value("icemv_http_requests_refused_total")
+        assert refused is not None and refused >= 2  # the wait for busy handlers, the POST
+        # The held handlers come free: everything is served on threads again.
+        for conn in holders:
+            conn.close()
+        wait_for(lambda: running.call("/metrics")[0] == 200, 10, "free handlers")
+    finally:
+        for conn in holders:
+            conn.close()
+        http.stop()
+
+
+def test_busy_answers_a_trickling_client_within_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_overflow, "HEAD_SECONDS", 0.5)
+    fakes = Fakes()
+    http, port = _start(fakes, max_handlers=1)
+    holder = _trickle(port)
+    try:
+        wait_for(
+            lambda: Running(fakes, http.metrics, port).call("/metrics")[0] == 503,
+            10,
+            "the handler to be busy",
+        )
+        started = time.monotonic()
+        with _trickle(port) as conn:  # to the overflow thread now
+            response = _read_all(conn)
+        assert response.startswith(b"HTTP/1.0 503"), response[:80]
+        assert 0.4 < time.monotonic() - started < 5.0
+    finally:
+        holder.close()
+        http.stop()

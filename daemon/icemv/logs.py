@@ -1,5 +1,13 @@
 """structlog setup: JSON lines for machines, readable console output for a terminal.
 
+Who reads stderr decides what goes there. `icemv run` (a service: its lines go to a log
+collector) logs as `logging` configures it. Every other command is run by a person or a
+script that wants its result on stdout: it logs at WARNING, INFO with `--verbose`, DEBUG
+with `--debug` (`command_logging`), and no logger, a library's or the Spark JVM's
+(`spark`), says anything below that. Either way lines are JSON with format `json`, or
+with `auto` when stderr is not a terminal, else rendered for people (`console_style`),
+in colour only on a terminal.
+
 One handler on the root logger writes every line: icemv's own structlog events and the
 standard library's records of every library (APScheduler, kafka-python, py4j, pyiceberg,
 urllib3, Python warnings) go through the same structlog processors, so with format `json`
@@ -18,8 +26,10 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Mapping, MutableMapping
-from typing import Any, TextIO, cast
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, TextIO, cast
 
 import structlog
 
@@ -165,20 +175,52 @@ def logger_levels(config: LoggingConfig) -> dict[str, int]:
     return levels
 
 
-def configure_logging(config: LoggingConfig) -> bool:
-    """Set up logging for the process; whether its lines are JSON."""
-    use_json = config.format == "json" or (config.format == "auto" and not sys.stderr.isatty())
+Style = Literal["json", "console", "colour"]
+
+
+def console_style(config: LoggingConfig, tty: bool) -> Style:
+    """How lines on stderr look: JSON for `json` (and `auto` off a terminal), else text for
+    people, coloured only when stderr is a terminal (`tty`)."""
+    if config.format == "json" or (config.format == "auto" and not tty):
+        return "json"
+    return "colour" if tty else "console"
+
+
+def command_logging(config: LoggingConfig, *, verbose: bool, debug: bool) -> LoggingConfig:
+    """The logging of a command other than `icemv run`: WARNING, INFO when `verbose`, DEBUG
+    when `debug`; the Spark JVM's lines and every logger named in `levels` no lower than
+    that. The format stays the configured one."""
+    level = "DEBUG" if debug else "INFO" if verbose else "WARNING"
+    floor = level_number(level)
+
+    def at_least(name: str) -> str:
+        return name if level_number(name) >= floor else level
+
+    update: dict[str, Any] = {"level": level}
+    if at_least(config.spark_level) != config.spark_level:
+        update["spark_level"] = level
+    levels = {name: at_least(value) for name, value in config.levels.items()}
+    if levels != config.levels:
+        update["levels"] = levels
+    return config.model_copy(update=update)
+
+
+_SHARED: list[structlog.typing.Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+
+
+def _formatter(style: Style) -> logging.Formatter:
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if style == "json"
+        else structlog.dev.ConsoleRenderer(colors=style == "colour")
     )
-    shared: list[structlog.typing.Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.stdlib.add_log_level,
-        structlog.stdlib.add_logger_name,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=_SHARED,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
@@ -186,8 +228,13 @@ def configure_logging(config: LoggingConfig) -> bool:
             renderer,
         ],
     )
+
+
+def configure_logging(config: LoggingConfig) -> bool:
+    """Set up logging for the process; whether its lines are JSON."""
+    style = console_style(config, sys.stderr.isatty())
     handler = _LineHandler(cast(TextIO, _CurrentStderr()))
-    handler.setFormatter(formatter)
+    handler.setFormatter(_formatter(style))
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _LineHandler)]:
         root.removeHandler(old)
@@ -200,14 +247,48 @@ def configure_logging(config: LoggingConfig) -> bool:
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
-            *shared,
+            *_SHARED,
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         wrapper_class=structlog.stdlib.BoundLogger,
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=False,
     )
-    return use_json
+    return style == "json"
+
+
+@contextmanager
+def json_lines_to(path: Path, config: LoggingConfig) -> Iterator[None]:
+    """Also write JSON lines to `path` (truncated), at `config`'s levels, while inside.
+
+    Needs `configure_logging` first. stderr keeps its root level (as its handler's level)
+    and each logger gets the lower of its two levels, so a logger the two set differently
+    (the file's `spark` at ERROR, stderr's at WARNING) writes down to the lower level on
+    both sides.
+    """
+    root = logging.getLogger()
+    console = [h for h in root.handlers if isinstance(h, _LineHandler)]
+    file_levels = {"": level_number(config.level), **logger_levels(config)}
+    saved = {name: logging.getLogger(name or None).level for name in file_levels}
+    saved_handlers = {h: h.level for h in console}
+    for h in console:
+        h.setLevel(max(h.level, root.level))
+    handler = _LineHandler(path.open("w", encoding="utf-8"))
+    handler.setFormatter(_formatter("json"))
+    handler.setLevel(file_levels[""])
+    for name, level in file_levels.items():
+        logger = logging.getLogger(name or None)
+        logger.setLevel(min(logger.getEffectiveLevel(), level))
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        for name, level in saved.items():
+            logging.getLogger(name or None).setLevel(level)
+        for h, level in saved_handlers.items():
+            h.setLevel(level)
 
 
 def _log_thread_exception(args: threading.ExceptHookArgs) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections.abc import Sequence
 
 import yaml
 
+from icemv.cli.output import mv_list_document, print_document
 from icemv.config import Config, masked_dump
 from icemv.errors import ConfigError
 from icemv.lakehouse import Lakehouse
@@ -53,7 +53,10 @@ def cmd_mv_explain(config: Config, args: argparse.Namespace) -> int:
 
     lakehouse = Lakehouse(config)
     report = explain(lakehouse, load_materialized_view(lakehouse, lakehouse.identifier(args.name)))
-    print(json.dumps(report, indent=2) if args.format == "json" else render_explain(report))
+    if args.output == "json":
+        print_document(report)
+    else:
+        print(render_explain(report))
     return 0
 
 
@@ -78,8 +81,8 @@ def cmd_mv_verify(config: Config, args: argparse.Namespace) -> int:
     lakehouse = Lakehouse(config)
     identifier = lakehouse.identifier(args.name)
     report = verify_mv(lakehouse, identifier, slices=args.slices, sample=args.sample)
-    if args.format == "json":
-        print(json.dumps(verify_report_json(report), indent=2, default=str))
+    if args.output == "json":
+        print_document(verify_report_json(report))
     else:
         print(f"{identifier}: {report.summary()} ({report.seconds:.1f} s)")
         for side, rows in (("storage", report.samples_storage), ("view", report.samples_view)):
@@ -136,7 +139,11 @@ def cmd_mv_drop(config: Config, args: argparse.Namespace) -> int:
 def cmd_mv_list(config: Config, args: argparse.Namespace) -> int:
     from icemv.mv.model import list_materialized_views
 
-    for mv in list_materialized_views(Lakehouse(config)):
+    mvs = list_materialized_views(Lakehouse(config))
+    if args.output == "json":
+        print_document(mv_list_document(mvs))
+        return 0
+    for mv in mvs:
         print(f"{mv.identifier}\t{mv.storage}\tv{mv.version.version_id}")
     return 0
 
@@ -149,7 +156,10 @@ def cmd_mv_show(config: Config, args: argparse.Namespace) -> int:
     report = mv_report(
         lakehouse, load_materialized_view(lakehouse, lakehouse.identifier(args.name))
     )
-    print(json.dumps(report, indent=2) if args.format == "json" else render_report(report))
+    if args.output == "json":
+        print_document(report)
+    else:
+        print(render_report(report))
     return 0
 
 
@@ -159,8 +169,8 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
 
     lakehouse = Lakehouse(config)
     rows = status_rows(lakehouse, list_materialized_views(lakehouse))
-    if args.format == "json":
-        print(json.dumps(rows, indent=2))
+    if args.output == "json":
+        print_document(rows)
         return 0
     print(f"{'materialized view':40} {'state':8} {'staleness_s':>12} {'pending':>8}  reason")
     for row in rows:

@@ -1,4 +1,8 @@
-"""`icemv` command line: parse, load the configuration, run one command, report in one line."""
+"""`icemv` command line: parse, load the configuration, run one command, report in one line.
+
+stdout carries only the command's result; log lines go to stderr (`icemv.logs` says at
+which level and in which form for `icemv run` and for every other command).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from icemv.cli.commands import cmd_run
 from icemv.cli.errors import one_line, runtime_message, user_errors
 from icemv.cli.parser import build_parser
 from icemv.config import load_config
-from icemv.logs import configure_logging
+from icemv.logs import command_logging, configure_logging
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,11 +26,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     args.debug = bool(getattr(args, "debug", False))
+    args.verbose = bool(getattr(args, "verbose", False))
     # The daemon logging JSON says its last word as a log event too: every line is JSON.
     json_daemon = False
     try:
         config = load_config(args.config)
-        json_daemon = configure_logging(config.logging) and args.handler is cmd_run
+        if args.handler is cmd_run:
+            json_daemon = configure_logging(config.logging)
+        else:
+            configure_logging(
+                command_logging(config.logging, verbose=args.verbose, debug=args.debug)
+            )
         result: int = args.handler(config, args)
         return result
     except KeyboardInterrupt:

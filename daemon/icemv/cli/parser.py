@@ -25,10 +25,13 @@ from icemv.cli.commands import (
     cmd_run,
     cmd_status,
 )
+from icemv.cli.output import add_output_option
 from icemv.config import Config
 
 DESCRIPTION = "icemv keeps Apache Iceberg materialized views fresh, incrementally."
 EPILOG = "Start with `icemv demo`; `icemv COMMAND --help` describes each command."
+VERBOSE_HELP = "log at INFO on stderr (default WARNING; `icemv run` logs as configured)"
+DEBUG_HELP = "log at DEBUG and print the full traceback of an error"
 
 
 def _positive_int(text: str) -> int:
@@ -60,12 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", "-c", default=os.environ.get("ICEMV_CONFIG"), help="YAML config file"
     )
-    parser.add_argument("--debug", action="store_true", help="print the full traceback of an error")
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     commands = parser.add_subparsers(dest="command", required=True, title="commands")
     # `icemv run --config F` and `icemv --config F run` both work.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", "-c", default=argparse.SUPPRESS, help="YAML config file")
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    common.add_argument(
+        "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+    )
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
 
     def add(
         group: Any, name: str, handler: Callable[[Config, argparse.Namespace], int], help: str
@@ -92,14 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     replace.add_argument("--sql", required=True)
     replace.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
     add(mv, "drop", cmd_mv_drop, "drop the view and its storage table").add_argument("name")
-    add(mv, "list", cmd_mv_list, "list materialized views")
+    add_output_option(add(mv, "list", cmd_mv_list, "list materialized views"))
     show = add(mv, "show", cmd_mv_show, "definition, freshness, sources and refresh history")
     show.add_argument("name")
-    show.add_argument("--format", choices=["text", "json"], default="text")
+    add_output_option(show)
 
     explain = add(mv, "explain", cmd_mv_explain, "is it maintained incrementally, how, or why not")
     explain.add_argument("name")
-    explain.add_argument("--format", choices=["text", "json"], default="text")
+    add_output_option(explain)
     add(
         mv, "compact", cmd_mv_compact, "compact the storage table, expire old snapshots"
     ).add_argument("name")
@@ -119,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--repair", action="store_true", help="on a difference, repair with a full refresh"
     )
-    verify.add_argument("--format", choices=["text", "json"], default="text")
+    add_output_option(verify)
     add(mv, "clear", cmd_mv_clear, "resume a rule quarantined after a wrong delta").add_argument(
         "name"
     )
@@ -128,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     refresh.add_argument("name")
     refresh.add_argument("--full", action="store_true", help="recompute even if fresh")
     status = add(commands, "status", cmd_status, "state and staleness of every MV")
-    status.add_argument("--format", choices=["text", "json"], default="text")
+    add_output_option(status)
     apply = add(commands, "apply", cmd_apply, "create/replace the MVs declared in config")
     apply.add_argument(
         "--prune", action="store_true", help="drop config-managed MVs no longer declared"

@@ -272,6 +272,10 @@ Level = Annotated[LevelName, BeforeValidator(_upper_level)]
 class LoggingConfig(_Section):
     """Log lines on stderr: with format `json` (`auto` off a terminal) one JSON object each.
 
+    These are `icemv run`'s levels. Every other command logs at WARNING (INFO with
+    `--verbose`, DEBUG with `--debug`) and raises any level below that to it
+    (`icemv.logs.command_logging`); `format` applies to all.
+
     `level` is the root level. `levels` sets Python loggers by name, a library's or an
     icemv module's (`kafka: INFO`, `icemv.service.consumer: DEBUG`); the chatty libraries
     (`icemv.logs.DEFAULT_LIBRARY_LEVELS`) stay at WARNING (or `level` if higher) unless

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from icemv.service.http import HttpServer, RefreshRequestOutcome
 from icemv.service.metrics import Metrics
 from icemv.service.ownership import Ownership
 from icemv.service.poller import Reconciler
+from icemv.service.readiness import ReadinessMonitor
 from icemv.service.router import EventRouter
 from icemv.service.scheduler import RefreshScheduler
 from icemv.service.source_index import SourceIndex
@@ -47,9 +48,16 @@ LIVENESS_TIMEOUT_SECONDS = 30.0
 
 class Daemon:
     def __init__(
-        self, config: Config, config_path: str | None = None, lakehouse: Lakehouse | None = None
+        self,
+        config: Config,
+        config_path: str | None = None,
+        lakehouse: Lakehouse | None = None,
+        on_refresh: Callable[[RefreshResult], None] | None = None,
     ) -> None:
+        """`on_refresh(result)`: told of every refresh that ended (`icemv demo` narrates
+        them), on a refresh worker's thread, after the `refresh` log line."""
         self.config = config
+        self._on_refresh = on_refresh
         self.config_path = config_path
         self.lakehouse = lakehouse or Lakehouse(config)
         self.metrics = Metrics()
@@ -105,6 +113,10 @@ class Daemon:
                 on_rejected=self.metrics.record_rejected_event,
                 on_assigned=self._assigned,
             )
+        # /readyz reads the catalog and Spark checks this keeps, never the catalog itself.
+        self.health = ReadinessMonitor(
+            self._catalog_reachable, self._spark_ready, on_checked=self._publish_readiness
+        )
         self.http = HttpServer(
             config.metrics.host,
             config.metrics.port,
@@ -130,6 +142,7 @@ class Daemon:
         self._install_signal_handlers()
         self.http_port = self.http.start()
         log.info("daemon_starting", http_port=self.http_port, kafka=bool(self.consumer))
+        self.health.start()
         try:
             self.lakehouse.spark  # start Spark before declaring readiness  # noqa: B018
             self._apply_declared()
@@ -140,8 +153,9 @@ class Daemon:
             self.reconciler.start()
             if self.consumer is not None:
                 self.consumer.start()
+            self.health.check_now()  # ready now: /readyz must not wait for the next round
             self.ready.set()
-            self.metrics.set_ready(True)
+            self._publish_readiness()
             log.info("daemon_ready", mvs=len(self.index.snapshot.mvs))
             while not self.stopping.wait(HEARTBEAT_SECONDS):
                 self._heartbeat = time.monotonic()
@@ -156,8 +170,9 @@ class Daemon:
     def _shutdown(self) -> None:
         grace = self.config.refresh.shutdown_grace_seconds
         log.info("daemon_stopping", grace_seconds=grace)
-        self.metrics.set_ready(False)
         self.ready.clear()
+        self.health.stop()
+        self.metrics.set_ready(False)
         if self.consumer is not None:
             self.consumer.stop(timeout=5.0)  # intake first: no new work
         self.reconciler.stop()
@@ -253,6 +268,11 @@ class Daemon:
             engine=result.engine,
             engine_reason=result.engine_reason,
         )
+        if self._on_refresh is not None:
+            try:
+                self._on_refresh(result)
+            except Exception as exc:  # noqa: BLE001 (a listener must not fail the refresh's result)
+                log.warning("refresh_listener_failed", error=type(exc).__name__)
         mv = self.index.snapshot.mvs.get(result.mv)
         if mv is not None:
             try:
@@ -337,11 +357,19 @@ class Daemon:
         return time.monotonic() - self._heartbeat < LIVENESS_TIMEOUT_SECONDS
 
     def _readiness(self) -> dict[str, bool]:
-        checks = {"started": self.ready.is_set(), "catalog": self._catalog_reachable()}
-        checks["spark"] = self._spark_ready()
+        """From state kept in memory: a probe costs no catalog or JVM round trip."""
+        checks = {
+            "started": self.ready.is_set(),
+            "catalog": self.health.catalog(),
+            "spark": self.health.spark(),
+        }
         if self.consumer is not None:
             checks["kafka"] = self.consumer.connected
         return checks
+
+    def _publish_readiness(self) -> None:
+        """`icemv_ready` follows the checks even when nothing probes."""
+        self.metrics.set_ready(all(self._readiness().values()))
 
     def _catalog_reachable(self) -> bool:
         try:

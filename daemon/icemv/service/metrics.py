@@ -47,6 +47,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_verify_runs_total",
     "icemv_verify_mismatches_total",
     "icemv_verify_last_clean_timestamp_seconds",
+    "icemv_http_requests_refused_total",
 )
 # What a verification run came to (mv/verify.py).
 VERIFY_RESULTS = ("clean", "mismatch", "error", "skipped")
@@ -206,6 +207,12 @@ class Metrics:
             ["mv", "rule"],
             registry=r,
         )
+        self.http_refused = Counter(
+            "icemv_http_requests_refused",
+            "HTTP requests answered 503 at once because every handler thread was busy "
+            "(probes are answered even then).",
+            registry=r,
+        )
         self.verify_runs = Counter(
             "icemv_verify_runs",
             "Verifications of an MV's storage table against its SQL, by result "
@@ -338,6 +345,9 @@ class Metrics:
 
     def set_kafka_connected(self, connected: bool) -> None:
         self.kafka_connected.set(1 if connected else 0)
+
+    def record_http_refused(self) -> None:
+        self.http_refused.inc()
 
     def record_poll_overrun(self) -> None:
         self.poll_overruns.inc()
