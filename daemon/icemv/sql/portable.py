@@ -48,8 +48,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
 from icemv.sql import decimals
@@ -85,10 +85,9 @@ class Portable:
 def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
     """`query` (Spark SQL over the named relations) as DuckDB SQL, or NotPortable.
 
-    A tree means what Spark runs: its Spark SQL, read back (a node icemv built may lack
-    what Spark's parser sets, like GREATEST's `ignore_nulls`)."""
-    spark_sql = sqlglot.parse_one(query.sql(dialect="spark"), read="spark")
-    rendered, columns = _Gate(relations).query(spark_sql)
+    A tree means what Spark runs: a node's flags are read as Spark's parser sets them
+    (GREATEST ignores NULLs whether or not the node says so)."""
+    rendered, columns = _Gate(relations).query(query)
     return Portable(rendered.sql(dialect="duckdb"), tuple(columns))
 
 
@@ -103,6 +102,24 @@ def duckdb_type(spark: SparkType) -> exp.DataType:
 def _cast(node: exp.Expr, to: SparkType) -> exp.Cast:
     """A strict cast in DuckDB: a value that does not fit raises (and Spark computes it)."""
     return exp.Cast(this=node, to=duckdb_type(to))
+
+
+def _rebuilt(node: exp.Expr, **children: Any) -> exp.Expr:
+    """`node` anew with `children` set, its other arguments copied (no deep copy of what
+    the gate renders anyway: a node belongs to one tree)."""
+    args: dict[str, Any] = {}
+    for key, value in node.args.items():
+        if key in children:
+            args[key] = children[key]
+        elif isinstance(value, exp.Expr):
+            args[key] = value.copy()
+        elif isinstance(value, list):
+            args[key] = [v.copy() if isinstance(v, exp.Expr) else v for v in value]
+        else:
+            args[key] = value
+    for key, value in children.items():
+        args.setdefault(key, value)
+    return type(node)(**args)
 
 
 def _text(node: exp.Expr) -> str:
@@ -157,9 +174,7 @@ class _Gate:
     def query(self, node: exp.Expr) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
         if isinstance(node, exp.Subquery):
             inner, columns = self.query(node.this)
-            copy = node.copy()
-            copy.set("this", inner)
-            return copy, columns
+            return _rebuilt(node, this=inner), columns
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
             return self._union(node)
         if not isinstance(node, exp.Select):
@@ -177,10 +192,12 @@ class _Gate:
             if both is None or both.kind == "complex":
                 raise _refuse(node, f"UNION ALL of {a.describe()} and {b.describe()}")
             merged.append((name, both))
-        copy = node.copy()
-        copy.set("this", self._conformed(left, left_columns, merged))
-        copy.set("expression", self._conformed(right, right_columns, merged))
-        return copy, merged
+        rendered = _rebuilt(
+            node,
+            this=self._conformed(left, left_columns, merged),
+            expression=self._conformed(right, right_columns, merged),
+        )
+        return rendered, merged
 
     def _conformed(
         self,
@@ -195,8 +212,8 @@ class _Gate:
         for projection, (_, got), (name, want) in zip(branch.expressions, has, wanted, strict=True):
             value = projection.this if isinstance(projection, exp.Alias) else projection
             if got != want:
-                value = _cast(value.copy(), want)
-            projections.append(exp.alias_(value, name, quoted=True))
+                value = _cast(value, want)
+            projections.append(exp.alias_(value, name, quoted=True, copy=False))
         branch.set("expressions", projections)
         return branch
 
@@ -204,13 +221,15 @@ class _Gate:
         extra = sorted(k for k, v in node.args.items() if v and k not in _SELECT_PARTS)
         if extra:
             raise _refuse(node, f"SELECT with {', '.join(extra)} (Spark only)")
-        copy = node.copy()
-        copy.set("hint", None)
+        copy = exp.Select()
+        distinct = node.args.get("distinct")
+        if distinct is not None:
+            copy.set("distinct", distinct.copy())
         scope = _Scope()
         from_ = node.args.get("from_")
         if not isinstance(from_, exp.From):
             raise _refuse(node, "a SELECT without FROM")
-        copy.args["from_"].set("this", self._relation(from_.this, scope))
+        copy.set("from_", exp.From(this=self._relation(from_.this, scope)))
         joins = []
         for join in node.args.get("joins") or []:
             joins.append(self._join(join, scope))
@@ -255,7 +274,7 @@ class _Gate:
                 raise _refuse(value, "a complex-typed column")
             name = projection.alias_or_name
             columns.append((name, kind))
-            projections.append(exp.alias_(rendered, name, quoted=True))
+            projections.append(exp.alias_(rendered, name, quoted=True, copy=False))
         if node.args.get("distinct") and any(k.floating for _, k in columns):
             raise _refuse(node, "DISTINCT over floating-point values")
         copy.set("expressions", projections)
@@ -285,20 +304,16 @@ class _Gate:
             raise _refuse(join, f"a {kind} JOIN")
         if kind in ("SEMI", "ANTI") and side not in ("", "LEFT"):
             raise _refuse(join, f"a {side} {kind} JOIN")
-        copy = join.copy()
+        seen = scope
         if kind in ("SEMI", "ANTI"):  # the right side is seen by ON only
-            inner = _Scope()
-            inner.relations = dict(scope.relations)
-            copy.set("this", self._relation(join.this, inner))
-            on = join.args.get("on")
-            if on is not None:
-                copy.set("on", _Expressions(inner).boolean(on))
-            return copy
-        copy.set("this", self._relation(join.this, scope))
+            seen = _Scope()
+            seen.relations = dict(scope.relations)
+        this = self._relation(join.this, seen)
         on = join.args.get("on")
-        if on is not None:
-            copy.set("on", _Expressions(scope).boolean(on))
-        return copy
+        rendered_on = _Expressions(seen).boolean(on) if on is not None else None
+        rebuilt = _rebuilt(join, this=this, on=rendered_on)
+        assert isinstance(rebuilt, exp.Join)
+        return rebuilt
 
     def _lateral(self, lateral: exp.Expr, scope: _Scope) -> exp.Expr:
         """Only `LATERAL VIEW explode(sequence(a, b)) AS n` (one row per copy)."""
@@ -315,9 +330,8 @@ class _Gate:
         if not isinstance(alias, exp.TableAlias) or len(alias.columns) != 1:
             raise _refuse(lateral, "explode() with other than one column")
         scope.add(alias.name or "__lateral", {alias.columns[0].name: common(a, b) or BIGINT})
-        copy = lateral.copy()
-        copy.this.set("this", exp.GenerateSeries(start=start, end=end))
-        return copy
+        generator = exp.Explode(this=exp.GenerateSeries(start=start, end=end))
+        return _rebuilt(lateral, this=generator)
 
 
 class _Expressions:
@@ -392,9 +406,7 @@ class _Expressions:
     # -- arithmetic --------------------------------------------------------------------
     def arithmetic(self, node: exp.Binary) -> tuple[exp.Expr, SparkType]:
         (left, right), (a, b) = self.each([node.this, node.expression])
-        copy = node.copy()
-        copy.set("this", left)
-        copy.set("expression", right)
+        copy = _rebuilt(node, this=left, expression=right)
         if a.kind == "null" or b.kind == "null":
             return copy, a if b.kind == "null" else b
         if not (a.numeric and b.numeric):
@@ -449,10 +461,7 @@ class _Expressions:
     def comparison(self, node: exp.Binary) -> tuple[exp.Expr, SparkType]:
         parts, kinds = self._literals_as_dates(*self.each([node.this, node.expression]))
         left, right = self._comparable(node, parts, kinds)
-        copy = node.copy()
-        copy.set("this", left)
-        copy.set("expression", right)
-        return copy, BOOLEAN
+        return _rebuilt(node, this=left, expression=right), BOOLEAN
 
     def _literals_as_dates(
         self, rendered: list[exp.Expr], kinds: list[SparkType]
@@ -483,12 +492,12 @@ class _Expressions:
         ]
 
     def logical(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
-        copy = node.copy()
-        for key in ("this", "expression"):
-            child = node.args.get(key)
-            if isinstance(child, exp.Expr):
-                copy.set(key, self.boolean(child))
-        return copy, BOOLEAN
+        children = {
+            key: self.boolean(child)
+            for key in ("this", "expression")
+            if isinstance(child := node.args.get(key), exp.Expr)
+        }
+        return _rebuilt(node, **children), BOOLEAN
 
     def is_(self, node: exp.Is) -> tuple[exp.Expr, SparkType]:
         inner, _ = self.typed(node.this)
@@ -559,10 +568,7 @@ class _Expressions:
         kind = self.joint(node, kinds)
         values = [_cast(v, kind) if k != kind and k.kind != "null" else v
                   for v, k in zip(values, kinds, strict=True)]  # fmt: skip
-        copy = node.copy()
-        copy.set("this", values[0])
-        copy.set("expressions", values[1:])
-        return copy, kind
+        return _rebuilt(node, this=values[0], expressions=values[1:]), kind
 
     # -- functions ---------------------------------------------------------------------
     def unary_same(self, node: exp.Func) -> tuple[exp.Expr, SparkType]:
@@ -573,8 +579,7 @@ class _Expressions:
             raise _refuse(node, f"abs of {kind.describe()}")
         if not numeric and kind not in (STRING, NULL):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
-        copy = node.copy()
-        copy.set("this", inner)
+        copy = _rebuilt(node, this=inner)
         if isinstance(node, exp.Upper | exp.Lower):
             return _ascii_only(inner, copy), STRING
         return copy, kind if kind.kind != "null" else (STRING if not numeric else NULL)
@@ -606,9 +611,7 @@ class _Expressions:
             isinstance(p, exp.Literal) and not p.is_string and int(p.this) >= 0 for p in literal
         ) or (start is not None and int(start.this) < 1):  # fmt: skip
             raise _refuse(node, "SUBSTR other than of a string from literal positions >= 1")
-        copy = node.copy()
-        copy.set("this", inner)
-        return copy, STRING
+        return _rebuilt(node, this=inner), STRING
 
     def concat(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         parts = [node.this, node.expression] if isinstance(node, exp.DPipe) else node.expressions
@@ -623,9 +626,8 @@ class _Expressions:
     def extremum(self, node: exp.Func) -> tuple[exp.Expr, SparkType]:
         values, kinds = self.each([node.this, *node.expressions])
         kind = self.joint(node, kinds)
-        copy = node.copy()
-        copy.set("this", values[0])
-        copy.set("expressions", values[1:])
+        # Spark's GREATEST / LEAST skip NULLs (however the node was built).
+        copy = _rebuilt(node, this=values[0], expressions=values[1:], ignore_nulls=True)
         return (_cast(copy, kind) if kind.kind == "decimal" else copy), kind
 
     def round(self, node: exp.Round) -> tuple[exp.Expr, SparkType]:
@@ -641,9 +643,7 @@ class _Expressions:
         kept = min(kind.scale, scale)  # one more integer digit: round(9.9) is 10
         whole = min(kind.precision - kind.scale + 1 + kept, decimals.MAX_PRECISION)
         result = SparkType("decimal", whole, kept)
-        copy = node.copy()
-        copy.set("this", inner)
-        return _cast(copy, result), result
+        return _cast(_rebuilt(node, this=inner), result), result
 
     def to_date(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
@@ -657,9 +657,7 @@ class _Expressions:
         allowed = (TIMESTAMP, NULL) if time_only else (DATE, TIMESTAMP, NULL)
         if kind not in allowed:
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
-        copy = node.copy()
-        copy.set("this", inner)
-        return _cast(copy, INT), INT
+        return _cast(_rebuilt(node, this=inner), INT), INT
 
     def date_add(self, node: exp.TsOrDsAdd) -> tuple[exp.Expr, SparkType]:
         (day, count), (a, b) = self.each([node.this, node.expression])
@@ -668,10 +666,7 @@ class _Expressions:
             unit is not None and unit.name.upper() != "DAY"
         ):  # fmt: skip
             raise _refuse(node, f"date_add of {a.describe()} and {b.describe()}")
-        copy = node.copy()
-        copy.set("this", day)
-        copy.set("expression", count)
-        return _cast(copy, DATE), DATE
+        return _cast(_rebuilt(node, this=day, expression=count), DATE), DATE
 
     def trunc(self, node: exp.TimestampTrunc) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
@@ -679,9 +674,7 @@ class _Expressions:
         name = unit.name.upper() if unit is not None else ""
         if kind not in (TIMESTAMP, NULL) or name not in _TRUNC_UNITS:
             raise _refuse(node, f"date_trunc('{name}') of {kind.describe()}")
-        copy = node.copy()
-        copy.set("this", inner)
-        return _cast(copy, TIMESTAMP), TIMESTAMP
+        return _cast(_rebuilt(node, this=inner), TIMESTAMP), TIMESTAMP
 
     # -- aggregates --------------------------------------------------------------------
     def count(self, node: exp.Count) -> tuple[exp.Expr, SparkType]:
@@ -716,22 +709,16 @@ class _Expressions:
         inner, kind = self.typed(node.this)
         if not (kind.integral or kind.floating):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
-        copy = node.copy()
-        copy.set("this", inner)
-        return copy, DOUBLE
+        return _rebuilt(node, this=inner), DOUBLE
 
     def extreme(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
         if kind.kind in ("complex", "binary"):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
-        copy = node.copy()
-        copy.set("this", inner)
-        return copy, kind
+        return _rebuilt(node, this=inner), kind
 
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
-        copy = node.copy()
-        copy.set("this", self.boolean(node.this))
-        return copy, BOOLEAN
+        return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN
 
 
 def _text_key(expr: _Expressions, key: exp.Expr) -> exp.Expr | None:

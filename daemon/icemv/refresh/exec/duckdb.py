@@ -1,13 +1,13 @@
 """The embedded executor: the delta and merge trees run by DuckDB over Arrow tables.
 
-One in-process connection per refresh, with its threads and memory capped
-(`refresh.duckdb_threads`, `refresh.duckdb_memory_limit`), its time zone Spark's session
-zone, and division by zero NULL as in Spark. Nothing is downloaded: the extensions the
-wheel carries (ICU for time zones) are all it uses, and autoloading is off. The rows are
-what icemv read with pyiceberg (deletes applied by icemv); every tree passes the
-portability gate (sql/portable.py) first, and a refusal or a DuckDB error sends the
-refresh to Spark (`EngineRefusedError`, with the reason). DuckDB releases the GIL while it
-runs, so refreshes on the driver overlap.
+One in-process connection per refresh (to a database per process whose threads and
+memory are capped: `refresh.duckdb_threads`, `refresh.duckdb_memory_limit`), its time
+zone Spark's session zone, and division by zero NULL as in Spark. Nothing is downloaded:
+the extensions the wheel carries (ICU for time zones) are all it uses, and autoloading is
+off. The rows are what icemv read with pyiceberg (deletes applied by icemv); every tree
+passes the portability gate (sql/portable.py) first, and a refusal or a DuckDB error
+sends the refresh to Spark (`EngineRefusedError`, with the reason). DuckDB releases the
+GIL while it runs, so refreshes on the driver overlap.
 """
 
 from __future__ import annotations
@@ -28,16 +28,28 @@ from icemv.sql.spark_types import of_arrow
 NAME = "duckdb"
 
 
+# One in-memory database per settings, per process; each refresh a connection of its own.
+_DATABASES: dict[tuple[int, str], duckdb.DuckDBPyConnection] = {}
+_DATABASES_LOCK = threading.Lock()
+
+
 def connect(threads: int, memory_limit: str, time_zone: str) -> duckdb.DuckDBPyConnection:
-    """A connection computing as Spark's session does (see the module)."""
-    connection = duckdb.connect(
-        config={
-            "threads": threads,
-            "memory_limit": memory_limit,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-        }
-    )
+    """A connection computing as Spark's session does (see the module): a cursor of the
+    process's database with these limits (opening a database costs ~30 ms, a cursor
+    nearly nothing), whose relations no other connection sees."""
+    with _DATABASES_LOCK:
+        database = _DATABASES.get((threads, memory_limit))
+        if database is None:
+            database = duckdb.connect(
+                config={
+                    "threads": threads,
+                    "memory_limit": memory_limit,
+                    "autoinstall_known_extensions": False,
+                    "autoload_known_extensions": False,
+                }
+            )
+            _DATABASES[threads, memory_limit] = database
+        connection = database.cursor()
     connection.execute("SET TimeZone = ?", [time_zone])
     connection.execute("SET error_on_division_by_zero = false")
     connection.execute("SET ieee_floating_point_ops = false")
