@@ -110,6 +110,21 @@ QUERIES = [
     "SELECT r AS a, n AS c FROM edge UNION ALL SELECT r AS a, m AS c FROM edge",
     "SELECT e1.r AS a FROM edge e1 LEFT SEMI JOIN edge e2 ON e1.s = e2.s AND e2.r > e1.r",
     "SELECT r AS a, n AS c FROM edge LATERAL VIEW explode(sequence(1, 2)) e AS copy",
+    # windows: ranks, LAG/LEAD, partition and running aggregates (NULLs ordered as Spark)
+    "SELECT r AS k, row_number() OVER (PARTITION BY f ORDER BY r) AS a, "
+    "rank() OVER (ORDER BY s) AS c, dense_rank() OVER (ORDER BY x DESC) AS d FROM edge",
+    "SELECT r AS k, lag(m) OVER (ORDER BY r) AS a, lead(s, 2, 'z') OVER (ORDER BY r) AS c, "
+    "lag(day) OVER (PARTITION BY f ORDER BY day DESC, r) AS d FROM edge",
+    "SELECT r AS k, sum(n) OVER (PARTITION BY f) AS a, count(*) OVER (PARTITION BY f) AS c, "
+    "min(s) OVER (PARTITION BY f ORDER BY r) AS d, sum(i) OVER (ORDER BY r) AS e FROM edge",
+    "SELECT r AS k, max(ts) OVER (PARTITION BY CAST(ts AS DATE)) AS a FROM edge",
+    # subqueries: EXISTS, IN (null-aware), NOT IN, scalar; correlated or not
+    "SELECT r AS k FROM edge e WHERE EXISTS (SELECT 1 FROM edge o WHERE o.i = e.b)",
+    "SELECT r AS k FROM edge e WHERE e.i IN (SELECT o.b FROM edge o WHERE o.r > 3)",
+    "SELECT r AS k FROM edge e WHERE e.f OR e.i IN (SELECT o.i FROM edge o WHERE o.r < 4)",
+    "SELECT r AS k, e.i IN (SELECT o.i FROM edge o) AS a FROM edge e",
+    "SELECT r AS k FROM edge e WHERE e.i NOT IN (SELECT o.i FROM edge o WHERE o.r < 4)",
+    "SELECT r AS k, (SELECT max(o.m) FROM edge o WHERE o.f = e.f) AS a FROM edge e",
     # the AVG merge of aggregate_rules.py: a DECIMAL sum over a count, cast to AVG's type
     "SELECT r AS k, CAST(sum(m) / CAST(count(m) AS DECIMAL(20, 0)) AS DECIMAL(16, 6)) AS a "
     "FROM edge GROUP BY r",

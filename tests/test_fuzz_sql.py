@@ -34,7 +34,9 @@ SHRINK = int(os.environ.get("ICEMV_FUZZ_SQL_SHRINK", "0"))
 RESULTS = Path(os.environ.get("ICEMV_FUZZ_SQL_OUT", "fuzz-results"))
 
 
-def test_generated_views_match_the_oracle(lakehouse: Lakehouse, catalog_kind: str) -> None:
+def test_generated_views_match_the_oracle(
+    lakehouse: Lakehouse, catalog_kind: str, request: pytest.FixtureRequest
+) -> None:
     total = Stats()
     started = time.monotonic()
     for number in range(BATCHES):
@@ -66,6 +68,9 @@ def test_generated_views_match_the_oracle(lakehouse: Lakehouse, catalog_kind: st
             "seconds": round(time.monotonic() - started),
         }
         (RESULTS / f"sql-{catalog_kind}.json").write_text(json.dumps(summary, indent=2))
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:  # what ran, in the run's summary (coverage, engines, refusals)
+        reporter.write_line(f"generated views [{catalog_kind}]: {total.summary()}")
     assert not total.failures, "\n\n".join(total.failures)
     # The run checked something: most views are valid, and refreshes stayed incremental.
     assert total.invalid <= total.views // 4, total.summary()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
+from tests.support.engines import EngineShare
 from tests.support.oracle import assert_matches_oracle, spark_writes_only
 from tests.support.tables import append_trips, create_trips, equality_delete
 
@@ -209,6 +211,16 @@ operation = st.one_of(
 )
 
 
+ENGINES = EngineShare("incremental oracle")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _engine_share(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The share of the deltas the embedded engine computed, in the run's summary."""
+    yield
+    ENGINES.report(request.config)
+
+
 def _literal(value: Any) -> str:
     if value is None:
         return "NULL"
@@ -303,6 +315,7 @@ def test_incremental_refresh_matches_the_oracle(
             continue
         for shape, mv in zip(shapes, mvs, strict=True):
             result = refresh_mv(lakehouse, mv)
+            ENGINES.add(result)
             expected = result.mode in ("incremental", "no-op", "skipped")
             assert expected or result.reason in RECOMPUTED.get(shape, ()), (mv, result)
             assert_matches_oracle(lakehouse, mv)

@@ -52,7 +52,7 @@ from collections.abc import Iterable, Mapping
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, build_scope
 
-from icemv.sql.parse import inside
+from icemv.sql.parse import inside, positive_in
 
 
 class NoKey(Exception):
@@ -129,16 +129,6 @@ def _own(select: exp.Select, kind: type[exp.Expr]) -> list[exp.Expr]:
 
 def _text(node: exp.Expr) -> str:
     return node.sql(dialect="spark")[:120]
-
-
-def _positive(node: exp.Expr, where: exp.Where) -> bool:
-    """Only AND, OR and parentheses between `node` and the WHERE."""
-    parent = node.parent
-    while parent is not None and parent is not where:
-        if not isinstance(parent, exp.And | exp.Or | exp.Paren):
-            return False
-        parent = parent.parent
-    return parent is where
 
 
 class _Check:
@@ -264,7 +254,7 @@ class _Check:
                 raise NoKey(f"a subquery correlated on other columns than the key: {_text(inner)}")
             if not (isinstance(holder, exp.In) and in_where and where is not None):
                 raise NoKey(f"a subquery that reads every key: {_text(inner)}")
-            if not _positive(holder, where):
+            if not positive_in(holder, where):
                 why = "IN (SELECT ...) under NOT, CASE or a comparison is null-aware"
                 raise NoKey(f"{why}: {_text(holder)}")
             if _canon(holder.this) not in members:

@@ -49,6 +49,17 @@ def inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
     return False
 
 
+def positive_in(node: exp.Expr, where: exp.Where) -> bool:
+    """Only AND, OR and parentheses between `node` and the WHERE: a predicate there
+    filters rows by its truth alone (a NULL drops the row just as FALSE does)."""
+    parent = node.parent
+    while parent is not None and parent is not where:
+        if not isinstance(parent, exp.And | exp.Or | exp.Paren):
+            return False
+        parent = parent.parent
+    return parent is where
+
+
 def unnamed_output_columns(query: exp.Query) -> list[str]:
     """Output expressions that get an engine-generated name (`count(1)`); views must name them."""
     select: exp.Expr = query

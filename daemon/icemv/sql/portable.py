@@ -36,10 +36,15 @@ Where the engines differ, and what the gate does about it:
   in both; LIKE only with a literal pattern without escapes; SUBSTR with literal positions
   from 1; UPPER and LOWER agree on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'):
   other text raises in DuckDB. sign(-0.0) is -0.0 in Spark: SIGN of integers only.
-- NULL ordering and windows: ORDER BY, LIMIT and windows are refused (no delta tree the
-  embedded engine runs needs them).
-- subqueries, set operations other than UNION ALL, complex types, functions not listed
-  here: refused.
+- NULL ordering: Spark puts NULLs first ascending and last descending; a window's ORDER
+  BY is written out that way for DuckDB (sqlglot's dialects). Windows: ranks, LAG/LEAD and
+  aggregates over the default frame; explicit frames refused. ORDER BY and LIMIT of a
+  SELECT: refused.
+- subqueries (EXISTS, IN, scalar; correlated or not) as the same SQL: EXISTS is two-valued
+  in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` only
+  under AND/OR in a WHERE, where its truth alone counts (elsewhere Spark gives FALSE where
+  SQL, and DuckDB, give NULL).
+- set operations other than UNION ALL, complex types, functions not listed here: refused.
 Pure: sqlglot trees and types only.
 """
 
@@ -54,6 +59,7 @@ from sqlglot import exp
 
 from icemv.sql import decimals
 from icemv.sql.decimals import DecimalType
+from icemv.sql.parse import positive_in
 from icemv.sql.spark_types import (
     BIGINT,
     BOOLEAN,
@@ -142,16 +148,20 @@ _SELECT_PARTS = frozenset({"expressions", "from_", "joins", "where", "group", "h
 
 
 class _Scope:
-    """The relations a SELECT reads, by alias: each column's Spark type."""
+    """The relations a SELECT reads, by alias: each column's Spark type; `parent`: the
+    enclosing SELECT's, for a correlated subquery."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: _Scope | None = None) -> None:
         self.relations: dict[str, dict[str, SparkType]] = {}
+        self.parent = parent
 
     def add(self, alias: str, columns: Mapping[str, SparkType]) -> None:
         self.relations[alias] = dict(columns)
 
     def column(self, node: exp.Column) -> SparkType:
         if node.table:
+            if node.table not in self.relations and self.parent is not None:
+                return self.parent.column(node)  # an outer row's column
             found = self.relations.get(node.table, {}).get(node.name)
             if found is None:
                 raise _refuse(node, "an unknown column")
@@ -171,19 +181,24 @@ class _Gate:
         self.relations = relations
 
     # -- queries -------------------------------------------------------------------------
-    def query(self, node: exp.Expr) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
+    def query(
+        self, node: exp.Expr, outer: _Scope | None = None
+    ) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
+        """The query rendered, and its columns; `outer`: the scope a subquery sits in."""
         if isinstance(node, exp.Subquery):
-            inner, columns = self.query(node.this)
+            inner, columns = self.query(node.this, outer)
             return _rebuilt(node, this=inner), columns
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
-            return self._union(node)
+            return self._union(node, outer)
         if not isinstance(node, exp.Select):
             raise _refuse(node, "a set operation or statement")
-        return self._select(node)
+        return self._select(node, outer)
 
-    def _union(self, node: exp.Union) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
-        left, left_columns = self.query(node.left)
-        right, right_columns = self.query(node.right)
+    def _union(
+        self, node: exp.Union, outer: _Scope | None
+    ) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
+        left, left_columns = self.query(node.left, outer)
+        right, right_columns = self.query(node.right, outer)
         if len(left_columns) != len(right_columns):
             raise _refuse(node, "UNION ALL of different widths")
         merged = []
@@ -217,7 +232,9 @@ class _Gate:
         branch.set("expressions", projections)
         return branch
 
-    def _select(self, node: exp.Select) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
+    def _select(
+        self, node: exp.Select, outer: _Scope | None = None
+    ) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
         extra = sorted(k for k, v in node.args.items() if v and k not in _SELECT_PARTS)
         if extra:
             raise _refuse(node, f"SELECT with {', '.join(extra)} (Spark only)")
@@ -225,7 +242,7 @@ class _Gate:
         distinct = node.args.get("distinct")
         if distinct is not None:
             copy.set("distinct", distinct.copy())
-        scope = _Scope()
+        scope = _Scope(outer)
         from_ = node.args.get("from_")
         if not isinstance(from_, exp.From):
             raise _refuse(node, "a SELECT without FROM")
@@ -236,10 +253,12 @@ class _Gate:
         copy.set("joins", joins or None)
         laterals = [self._lateral(lateral, scope) for lateral in node.args.get("laterals") or []]
         copy.set("laterals", laterals or None)
-        expr = _Expressions(scope)
+        expr = _Expressions(scope, self)
         where = node.args.get("where")
         if where is not None:
+            expr.filtering = {id(n) for n in where.find_all(exp.In) if positive_in(n, where)}
             copy.set("where", exp.Where(this=expr.boolean(where.this)))
+            expr.filtering = set()
         group = node.args.get("group")
         if group is not None:
             if any(group.args.get(a) for a in ("grouping_sets", "cube", "rollup", "totals")):
@@ -274,7 +293,8 @@ class _Gate:
                 raise _refuse(value, "a complex-typed column")
             name = projection.alias_or_name
             columns.append((name, kind))
-            projections.append(exp.alias_(rendered, name, quoted=True, copy=False))
+            named = exp.alias_(rendered, name, quoted=True, copy=False) if name else rendered
+            projections.append(named)
         if node.args.get("distinct") and any(k.floating for _, k in columns):
             raise _refuse(node, "DISTINCT over floating-point values")
         copy.set("expressions", projections)
@@ -306,11 +326,11 @@ class _Gate:
             raise _refuse(join, f"a {side} {kind} JOIN")
         seen = scope
         if kind in ("SEMI", "ANTI"):  # the right side is seen by ON only
-            seen = _Scope()
+            seen = _Scope(scope.parent)
             seen.relations = dict(scope.relations)
         this = self._relation(join.this, seen)
         on = join.args.get("on")
-        rendered_on = _Expressions(seen).boolean(on) if on is not None else None
+        rendered_on = _Expressions(seen, self).boolean(on) if on is not None else None
         rebuilt = _rebuilt(join, this=this, on=rendered_on)
         assert isinstance(rebuilt, exp.Join)
         return rebuilt
@@ -321,7 +341,7 @@ class _Gate:
         series = generator.this if isinstance(generator, exp.Explode) else None
         if not isinstance(series, exp.GenerateSeries) or series.args.get("step"):
             raise _refuse(lateral, "a generator other than explode(sequence(a, b))")
-        expr = _Expressions(scope)
+        expr = _Expressions(scope, self)
         start, a = expr.typed(series.args["start"])
         end, b = expr.typed(series.args["end"])
         if not (a.integral and b.integral):
@@ -337,8 +357,12 @@ class _Gate:
 class _Expressions:
     """Types and renders expressions over one SELECT's scope."""
 
-    def __init__(self, scope: _Scope) -> None:
+    def __init__(self, scope: _Scope, gate: _Gate) -> None:
         self.scope = scope
+        self.gate = gate
+        # IN subqueries whose truth alone counts (under AND/OR in a WHERE): Spark gives
+        # FALSE where SQL (and DuckDB) give NULL (`NULL IN (SELECT ...)` in a projection).
+        self.filtering: set[int] = set()
 
     def boolean(self, node: exp.Expr) -> exp.Expr:
         rendered, kind = self.typed(node)
@@ -507,8 +531,18 @@ class _Expressions:
         return exp.Is(this=inner, expression=other.copy()), BOOLEAN
 
     def in_(self, node: exp.In) -> tuple[exp.Expr, SparkType]:
-        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-            raise _refuse(node, "IN over a subquery (Spark only)")
+        if node.args.get("unnest") or node.args.get("field"):
+            raise _refuse(node, "IN UNNEST (Spark only)")
+        query = node.args.get("query")
+        if query is not None:
+            if id(node) not in self.filtering:
+                raise _refuse(node, "IN (SELECT ...) other than as a filter (Spark's NULLs)")
+            value, kind = self.typed(node.this)
+            inner, columns = self.gate.query(query, self.scope)
+            if len(columns) != 1:
+                raise _refuse(node, "IN over a subquery of several columns")
+            self.joint(node, [kind, columns[0][1]])  # values DuckDB compares exactly too
+            return exp.In(this=value, query=inner), BOOLEAN
         rendered, kinds = self._literals_as_dates(*self.each([node.this, *node.expressions]))
         rendered = self._comparable(node, rendered, kinds)
         return exp.In(this=rendered[0], expressions=rendered[1:]), BOOLEAN
@@ -533,6 +567,61 @@ class _Expressions:
 
     def regexp(self, node: exp.RegexpLike) -> tuple[exp.Expr, SparkType]:
         return _half_way(self, node)
+
+    def exists(self, node: exp.Exists) -> tuple[exp.Expr, SparkType]:
+        rendered, _ = self.gate.query(node.this, self.scope)
+        return exp.Exists(this=rendered), BOOLEAN
+
+    def scalar(self, node: exp.Subquery) -> tuple[exp.Expr, SparkType]:
+        """A scalar subquery (more than one row raises in both engines)."""
+        rendered, columns = self.gate.query(node, self.scope)
+        if len(columns) != 1:
+            raise _refuse(node, "a scalar subquery of several columns")
+        return rendered, columns[0][1]
+
+    def window(self, node: exp.Window) -> tuple[exp.Expr, SparkType]:
+        """Ranks, LAG/LEAD and aggregates over a partition, ordered as Spark orders (NULLs
+        first ascending, last descending: sqlglot writes them out for DuckDB); the
+        default frame only."""
+        if node.args.get("spec") or node.args.get("alias") or node.args.get("first"):
+            raise _refuse(node, "a window frame or named window (Spark only)")
+        function = node.this
+        if isinstance(function, exp.RowNumber | exp.Rank | exp.DenseRank):
+            if function.expressions if hasattr(function, "expressions") else False:
+                raise _refuse(node, "a rank with arguments")
+            rendered_function: exp.Expr = function.copy()
+            kind, cast_to = INT, INT
+        elif isinstance(function, exp.Lag | exp.Lead):
+            value, kind = self.typed(function.this)
+            offset, default = function.args.get("offset"), function.args.get("default")
+            if offset is not None and not (
+                isinstance(offset, exp.Literal) and not offset.is_string
+            ):
+                raise _refuse(node, "LAG/LEAD by a non-literal offset")
+            children: dict[str, Any] = {"this": value}
+            if default is not None:
+                rendered_default, default_kind = self.typed(default)
+                if common(kind, default_kind) != kind:
+                    raise _refuse(node, "LAG/LEAD with a default of another type")
+                children["default"] = rendered_default
+            rendered_function, cast_to = _rebuilt(function, **children), kind
+        elif isinstance(function, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg):
+            rendered_function, kind = self.typed(function)
+            cast_to = kind
+            if isinstance(rendered_function, exp.Cast):  # the aggregate's own cast: outside
+                rendered_function = rendered_function.this
+        else:
+            raise _refuse(node, f"the window function {type(function).__name__} (Spark only)")
+        partition = [self.typed(p)[0] for p in node.args.get("partition_by") or []]
+        order = node.args.get("order")
+        rendered_order = None
+        if order is not None:
+            ordered = [_rebuilt(o, this=self.typed(o.this)[0]) for o in order.expressions]
+            rendered_order = exp.Order(expressions=ordered)
+        window = _rebuilt(node, this=rendered_function, partition_by=partition or None,
+                          order=rendered_order)  # fmt: skip
+        needs_cast = cast_to.kind in ("int", "bigint", "decimal", "date", "timestamp")
+        return (_cast(window, cast_to) if needs_cast else window), kind
 
     # -- conditionals ------------------------------------------------------------------
     def case(self, node: exp.Case) -> tuple[exp.Expr, SparkType]:
@@ -866,6 +955,9 @@ _HANDLERS: dict[type[exp.Expr], _Handler] = {
     exp.Boolean: _Expressions.constant,
     exp.Null: _Expressions.constant,
     exp.Paren: _Expressions.paren,  # type: ignore[dict-item]
+    exp.Exists: _Expressions.exists,  # type: ignore[dict-item]
+    exp.Subquery: _Expressions.scalar,  # type: ignore[dict-item]
+    exp.Window: _Expressions.window,  # type: ignore[dict-item]
     exp.Cast: _Expressions.cast,  # type: ignore[dict-item]
     exp.Add: _Expressions.arithmetic,  # type: ignore[dict-item]
     exp.Sub: _Expressions.arithmetic,  # type: ignore[dict-item]

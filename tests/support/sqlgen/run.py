@@ -110,8 +110,9 @@ def random_setup(rng: random.Random) -> Setup:
         rows=initial_rows(rng),
         write_mode=rng.choice(["merge-on-read", "copy-on-write"]),
         format_version=rng.choice([2, 2, 3]),
-        storage_writes=rng.choice(["driver", "driver", "spark"]),
-        arrow=rng.random() < 0.8,
+        # Spark writes and the embedded engine off both send every delta to Spark.
+        storage_writes=rng.choice(["driver", "driver", "driver", "driver", "spark"]),
+        arrow=rng.random() < 0.85,
         policy=rng.choice(["incremental", "incremental", "auto"]),
     )
 
@@ -202,7 +203,7 @@ def _refresh_and_check(
     except Exception:  # noqa: BLE001  (a refresh that fails is a finding too)
         return "refresh raised:\n" + traceback.format_exc(limit=6)
     stats.refreshes += 1
-    stats.modes[result.mode] += 1
+    stats.modes[str(result.mode.value)] += 1
     if result.engine:
         stats.engines[result.engine] += 1
     if result.engine == "spark" and result.engine_reason:
@@ -211,8 +212,9 @@ def _refresh_and_check(
         if result.mode in ("incremental", "no-op"):
             view.incremental = True
         elif result.mode == "full":
-            stats.full_reasons[result.reason] += 1
-            view.reasons[result.reason] += 1
+            reason = str(getattr(result.reason, "value", result.reason))
+            stats.full_reasons[reason] += 1
+            view.reasons[reason] += 1
     difference = oracle_difference(lakehouse, view.identifier)
     if difference is None:
         return None
