@@ -162,14 +162,21 @@ def test_nan_under_max_is_the_largest_on_both_engines(lakehouse: Lakehouse, name
         assert ("a", "NaN") in _nan_free(actual)
 
 
-def test_deletes_and_the_switch_go_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
+def test_recomputed_groups_and_the_switches(lakehouse: Lakehouse, namespace: str) -> None:
+    """MIN / MAX under deletes recompute the touched groups from the source, read whole at
+    its new snapshot by the embedded engine while it is small; past the limit, Spark."""
     create_trips(lakehouse, namespace, rows=ROWS)
     mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
     trips = lakehouse.quoted(Identifier((namespace,), "trips"))
     lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 1")
-    result = refresh_by(lakehouse, mv, "spark")  # MIN / MAX under deletes recompute
-    assert result.engine_reason is not None and "recomputed" in result.engine_reason
+    refresh_by(lakehouse, mv, "duckdb")
     config = lakehouse.config
+    narrow = config.model_copy(
+        update={"refresh": config.refresh.model_copy(update={"arrow_join_max_rows": 2})}
+    )
+    lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 2")
+    result = refresh_by(Lakehouse(narrow), mv, "spark")
+    assert result.engine_reason is not None and "arrow_join_max_rows" in result.engine_reason
     off = config.model_copy(
         update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 0})}
     )

@@ -51,7 +51,6 @@ from icemv.refresh.route import EmbeddedRoute, choose_route
 from icemv.spec.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey
 from icemv.sql.analysis import AggregateAnalysis, RowsAnalysis
 from icemv.sql.delta import DeltaInputs, needs_keyed_delta, pre_aggregation_delta, rows_delta
-from icemv.sql.pinning import pin_tables
 from icemv.sql.state import state_query
 
 if TYPE_CHECKING:
@@ -246,9 +245,9 @@ def _shaped(
         raise _no_term_error(plan.moved)
     with_deletes = plan.with_deletes
     state = plan.base.state_columns
-    new_query = pin_tables(state_query(analysis, state), inputs.catalog, inputs.new)
 
     def recompute() -> StoragePatch:
+        new_query = inputs.pinned(state_query(analysis, state), inputs.new)
         return recompute_groups_patch(views, analysis, pre_delta, new_query, outputs, target)
 
     if analysis.aggregate_strategy(with_deletes, stateful=bool(state)) == "merge-aggregates":

@@ -1,18 +1,20 @@
 """Which executor computes a refresh's delta, decided at plan time, in one place.
 
 The embedded engine (DuckDB on the driver, refresh/exec/duckdb.py) takes a small change of
-one source table whose delta is the usual terms (not keyed, not a top-N, not groups
-recomputed from the sources): the change rows read with pyiceberg (appended rows, shared
-across MVs; or the signed rows of a range with deletes, refresh/changes/arrow_changes.py,
-while the read scans at most `refresh.arrow_read_max_rows` rows, estimated from the
-manifests, and at most `refresh.arrow_max_rows` changed), and every other table the view
-reads read whole at its pinned snapshot (at most `refresh.arrow_join_max_rows` rows each,
-shared across MVs). The view's expressions must pass the portability gate
-(sql/portable.py) over those tables' types. The same delta and merge trees then run as on
-Spark (sql/delta.py, refresh/patch/). Anything else goes to Spark, and the refusal's
-reason is reported with the refresh (`engine=spark`, `engine_reason`); so does any
-refusal met while running (more rows than the limits, a construct the gate refuses in a
-merge tree, a DuckDB error such as an overflow Spark would wrap).
+one source table: the change rows read with pyiceberg (appended rows, shared across MVs;
+or the signed rows of a range with deletes, refresh/changes/arrow_changes.py, while the
+read scans at most `refresh.arrow_read_max_rows` rows, estimated from the manifests, and
+at most `refresh.arrow_max_rows` changed), and every other table the view reads read
+whole at its pinned snapshot (at most `refresh.arrow_join_max_rows` rows each, shared
+across MVs). Where the trees read the changed table itself (a keyed delta's restricted
+reads at the old and new snapshots, groups recomputed from the sources, a self-join's
+terms), it is read whole at both ends too, within the same limit. The view's expressions
+must pass the portability gate (sql/portable.py) over those tables' types. The same delta
+and merge trees then run as on Spark (sql/delta.py, refresh/patch/). A top-N view, a
+change to several tables and anything else go to Spark, and the refusal's reason is
+reported with the refresh (`engine=spark`, `engine_reason`); so does any refusal met
+while running (more rows than the limits, a construct the gate refuses in a merge tree, a
+DuckDB error such as an overflow Spark would wrap).
 """
 
 from __future__ import annotations
@@ -161,22 +163,21 @@ def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
             "(refresh.arrow_max_rows, driver_commit_max_rows)"
         )
     analysis = plan.analysis
-    if plan.keyed:
-        return "a keyed delta (the touched keys' rows are read from every source)"
     if not isinstance(analysis, AggregateAnalysis) and analysis.top_n is not None:
         return "a top-N view"
     base = plan.base
-    if isinstance(analysis, AggregateAnalysis):
-        strategy = analysis.aggregate_strategy(plan.with_deletes, bool(base.state_columns))
-        if strategy != "merge-aggregates":
-            return "the touched groups are recomputed from the source"
+    recomputes = isinstance(analysis, AggregateAnalysis) and (
+        analysis.aggregate_strategy(plan.with_deletes, bool(base.state_columns))
+        != "merge-aggregates"
+    )
     source = base.reads.load_table(identifier)
     if change.kind != "append-only":  # the rows that changed are known once read
         scanned = _scan_refusal(source, change, settings.arrow_read_max_rows)
         if scanned is not None:
             return scanned
     try:
-        held, relations = _held(plan, identifier, source, change, settings.arrow_join_max_rows)
+        whole = plan.keyed or recomputes or _self_joined(plan.analysis.query, identifier)
+        held, relations = _held(plan, identifier, whole, settings.arrow_join_max_rows)
         _gate(plan, relations)
     except (EngineRefusedError, NotPortable) as why:
         return str(why)
@@ -196,67 +197,91 @@ def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
     )
 
 
-def _held(
-    plan: IncrementalPlan,
-    changed: Identifier,
-    source: Table,
-    change: SourceChange,
-    max_rows: int,
-) -> tuple[list[Held], dict[str, dict[str, SparkType]]]:
-    """The unchanged tables to read whole, and every table occurrence's schema by a
-    placeholder name (the occurrence's alias) for the gate."""
-    query = plan.analysis.query
-    held: dict[Identifier, Held] = {}
-    relations: dict[str, dict[str, SparkType]] = {}
+def _self_joined(query: exp.Query, changed: Identifier) -> bool:
+    """Whether one SELECT reads `changed` twice (its terms read it at its snapshots)."""
     for select in query.find_all(exp.Select):
         own = [t for t in select.find_all(exp.Table) if t.parent_select is select]
         if sum(source_of(t) == changed for t in own) > 1:
-            raise EngineRefusedError(f"a self-join of {changed}, the changed table")
+            return True
+    return False
+
+
+def _held(
+    plan: IncrementalPlan, changed: Identifier, whole: bool, max_rows: int
+) -> tuple[list[Held], dict[str, dict[str, SparkType]]]:
+    """The tables to read whole: every unchanged one at its pin, and the changed one at
+    both ends when `whole` (the trees read it: keyed, recomputed groups, a self-join);
+    and every table occurrence's schema by a placeholder name (its alias) for the gate."""
+    query = plan.analysis.query
+    pins: dict[Identifier, tuple[int | None, ...]] = {}
     for table in query.find_all(exp.Table):
         identifier = source_of(table)
-        if identifier == changed:
-            schema = read_schema(source, change)
-            relations[table.alias_or_name] = _types(schema.as_arrow())
-            continue
-        if identifier not in plan.changes:
+        change = plan.changes.get(identifier)
+        if change is None:
             raise EngineRefusedError(f"{identifier}: not a source table")
-        if identifier not in held:
-            held[identifier] = _unchanged(plan, identifier, max_rows)
-        relations[table.alias_or_name] = _types(held[identifier].schema.as_arrow())
-    for identifier, one in held.items():  # read only the columns the view names
-        names = _columns_named(query, identifier)
-        held[identifier] = Held(one.identifier, one.table, one.snapshot_id, one.schema, names)
-    return list(held.values()), relations
+        if identifier != changed:
+            pins[identifier] = (change.new_snapshot_id,)
+        elif whole:
+            pins[identifier] = (change.old_snapshot_id, change.new_snapshot_id)
+    held: list[Held] = []
+    schemas: dict[Identifier, Schema] = {}
+    for identifier, snapshots in pins.items():
+        loaded = plan.base.reads.load_table(identifier)
+        schema = read_schema(loaded, plan.changes[identifier])
+        schemas[identifier] = schema
+        names = _columns_named(query, identifier, schema, star=identifier == changed)
+        for snapshot_id in dict.fromkeys(snapshots):
+            held.append(_whole(loaded, identifier, snapshot_id, schema, names, max_rows))
+    relations: dict[str, dict[str, SparkType]] = {}
+    for table in query.find_all(exp.Table):
+        identifier = source_of(table)
+        if identifier not in schemas:  # the changed table, read by its changes only
+            loaded = plan.base.reads.load_table(identifier)
+            schemas[identifier] = read_schema(loaded, plan.changes[identifier])
+        relations[table.alias_or_name] = _types(schemas[identifier].as_arrow())
+    return held, relations
 
 
-def _unchanged(plan: IncrementalPlan, identifier: Identifier, max_rows: int) -> Held:
+def _whole(
+    table: Table,
+    identifier: Identifier,
+    snapshot_id: int | None,
+    schema: Schema,
+    columns: tuple[str, ...],
+    max_rows: int,
+) -> Held:
+    """`identifier` read whole at `snapshot_id` (None: empty), under `schema`."""
     if max_rows <= 0:
         raise EngineRefusedError("joins off (refresh.arrow_join_max_rows is 0)")
-    change = plan.changes[identifier]
-    loaded = plan.base.reads.load_table(identifier)
     snapshot = None
-    if change.new_snapshot_id is not None:
-        snapshot = loaded.snapshot_by_id(change.new_snapshot_id)
+    if snapshot_id is not None:
+        snapshot = table.snapshot_by_id(snapshot_id)
         if snapshot is None:
-            raise EngineRefusedError(f"{identifier}: the pinned snapshot is gone")
+            raise EngineRefusedError(f"{identifier}: snapshot {snapshot_id} is gone")
+        if snapshot.schema_id is not None and snapshot.schema_id != schema.schema_id:
+            raise EngineRefusedError(f"{identifier}: its schema changed within the range")
     records = int(summary_of(snapshot).get(TOTAL_RECORDS, -1)) if snapshot else 0
     if records < 0 or records > max_rows:
         shown = "unknown" if records < 0 else str(records)
         raise EngineRefusedError(
             f"{identifier}: {shown} rows > {max_rows} (refresh.arrow_join_max_rows)"
         )
-    schema = read_schema(loaded, change)
-    return Held(identifier, loaded, snapshot.snapshot_id if snapshot else None, schema, ())
+    return Held(identifier, table, snapshot_id, schema, columns)
 
 
-def _columns_named(query: exp.Query, identifier: Identifier) -> tuple[str, ...]:
-    """The columns of `identifier`'s occurrences the query names (a star: every column)."""
+def _columns_named(
+    query: exp.Query, identifier: Identifier, schema: Schema, star: bool
+) -> tuple[str, ...]:
+    """The columns of `identifier`'s occurrences the query names; a star names every
+    column (`star`: allowed, the changed table's; else refused)."""
     aliases = {t.alias_or_name for t in query.find_all(exp.Table) if source_of(t) == identifier}
     names: dict[str, None] = {}
     for column in query.find_all(exp.Column):
         if column.table in aliases:
             if isinstance(column.this, exp.Star):
-                raise EngineRefusedError(f"{column.table}.* over an unchanged table")
+                if not star:
+                    raise EngineRefusedError(f"{column.table}.* over an unchanged table")
+                return tuple(f.name for f in schema.fields)
             names[column.name] = None
     return tuple(names)
 

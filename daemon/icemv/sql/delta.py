@@ -99,6 +99,14 @@ class DeltaInputs:
             alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)),
         )
 
+    def pinned(self, query: exp.Query, pins: Mapping[Identifier, int | None]) -> exp.Query:
+        """A copy of `query` reading each table at its pin (as `table`)."""
+        pinned = query.copy()
+        for table in list(pinned.find_all(exp.Table)):
+            source = _identifier(table)
+            table.replace(self.table(source, pins[source], table.alias_or_name))
+        return pinned
+
 
 def _identifier(table: exp.Table) -> Identifier:
     return Identifier((table.db,), table.name)
@@ -180,8 +188,8 @@ def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
         if inline is None:
             return None
         keys = TouchedKeys(KEYS)
-    sides = [_weighted(_restricted(query, inputs.new, inputs.catalog, keys), 1)]
-    sides.append(_weighted(_restricted(query, inputs.old, inputs.catalog, keys), -1))
+    sides = [_weighted(_restricted(query, inputs, inputs.new, keys), 1)]
+    sides.append(_weighted(_restricted(query, inputs, inputs.old, keys), -1))
     delta = exp.union(sides[0], sides[1], distinct=False)
     keyed = exp.select(exp.Star()).from_(exp.Subquery(this=delta, alias=exp.TableAlias(
         this=exp.to_identifier("__icemv_keyed", quoted=True))))  # fmt: skip
@@ -191,7 +199,10 @@ def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
 
 
 def _restricted(
-    query: exp.Query, pins: Mapping[Identifier, int | None], catalog: str, keys: TouchedKeys
+    query: exp.Query,
+    inputs: DeltaInputs,
+    pins: Mapping[Identifier, int | None],
+    keys: TouchedKeys,
 ) -> exp.Query:
     """A copy reading each table at its pin, only the rows whose key is in K: an exact
     null-safe semi join, and the bounds (if any suit the column) for Iceberg to prune by."""
@@ -204,7 +215,7 @@ def _restricted(
         )
         rows = (
             exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
-            .from_(table_at(catalog, source, pins[source], alias))
+            .from_(inputs.table(source, pins[source], alias))
             .join(exp.to_identifier(keys.view, quoted=True), on=on, join_type="LEFT SEMI")
         )
         if keys.broadcast:

@@ -204,7 +204,6 @@ def recompute_groups_patch(
     target: PatchTarget,
 ) -> StoragePatch:
     """Replace every group the delta touches by its rows in the view at the new snapshots."""
-    spark = spark_of(views, "the touched groups are recomputed from the sources")
     keys = _group_keys(analysis, outputs)
     if not keys:
         raise FullRefreshRequiredError(
@@ -217,6 +216,7 @@ def recompute_groups_patch(
         touched = touched_groupings(analysis, touched, outputs)
         keys.append((GROUPING, GROUPING))
     affected = views.register("keys", touched, cache=True)
+    target = views.stored(target, affected, keys)
     key_outputs = {out for out, _ in keys}
     others = [c for c in outputs if c not in key_outputs]
     regrouped = (
@@ -245,5 +245,6 @@ def recompute_groups_patch(
     rewrite = rewrite_from_driver(views, spec, target)
     if rewrite is not None:
         return rewrite.patch
+    spark = spark_of(views, "the touched groups' rewrite is too large for the driver")
     spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
     return spark_merge(spark, spec, spec.counts(spark, target))
