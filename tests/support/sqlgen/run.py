@@ -54,10 +54,22 @@ class Case:
     steps: tuple[Step, ...]
 
 
+# Spark's own verdict on an error that is a bug in Spark or a plugin of it.
+SPARK_BUG = "[INTERNAL_ERROR]"
+
+
+class _SparkBug(Exception):
+    """Spark failed on the view with an internal error: the view leaves the run."""
+
+
 @dataclass
 class Stats:
     views: int = 0
     invalid: int = 0  # generated views Spark or icemv rejected at create
+    # Views Spark itself failed on with an internal error (a Spark bug, not a finding
+    # about icemv): dropped from the run, counted, the first of them shown.
+    spark_bugs: int = 0
+    spark_bug_example: str = ""
     refreshes: int = 0  # refreshes checked against the oracle
     modes: Counter[str] = field(default_factory=Counter)
     full_reasons: Counter[str] = field(default_factory=Counter)  # after the first refresh
@@ -70,6 +82,8 @@ class Stats:
     def add(self, other: Stats) -> None:
         self.views += other.views
         self.invalid += other.invalid
+        self.spark_bugs += other.spark_bugs
+        self.spark_bug_example = self.spark_bug_example or other.spark_bug_example
         self.refreshes += other.refreshes
         self.modes.update(other.modes)
         self.full_reasons.update(other.full_reasons)
@@ -87,7 +101,9 @@ class Stats:
             f"engines {dict(self.engines)} (Spark because: {dict(self.spark_reasons)}), "
             f"full by reason {dict(self.full_reasons)}, "
             f"views never incremental by reason {dict(self.refused_views)}, "
-            f"failures {len(self.failures)}"
+            f"Spark internal errors {self.spark_bugs}"
+            + (f" (e.g. {self.spark_bug_example})" if self.spark_bug_example else "")
+            + f", failures {len(self.failures)}"
         )
 
 
@@ -170,7 +186,10 @@ def run_views(
             stats.invalid += 1
             continue
         view = _Tracked(identifier, sql)
-        problem = _refresh_and_check(lakehouse, view, stats, first=True)
+        try:
+            problem = _refresh_and_check(lakehouse, view, stats, first=True)
+        except _SparkBug:
+            continue
         if problem is not None:
             failures.append((Case(setup, sql, ()), problem))
             continue
@@ -180,7 +199,11 @@ def run_views(
         apply(lakehouse, namespace, step)
         done.append(step)
         for view in list(tracked):
-            problem = _refresh_and_check(lakehouse, view, stats, first=False)
+            try:
+                problem = _refresh_and_check(lakehouse, view, stats, first=False)
+            except _SparkBug:
+                tracked.remove(view)
+                continue
             if problem is not None:
                 failures.append((Case(setup, view.sql, tuple(done)), problem))
                 tracked.remove(view)
@@ -200,7 +223,11 @@ def _refresh_and_check(
 ) -> str | None:
     try:
         result = refresh_mv(lakehouse, view.identifier)
-    except Exception:  # noqa: BLE001  (a refresh that fails is a finding too)
+    except Exception as error:  # a refresh that fails is a finding too
+        if SPARK_BUG in str(error):
+            stats.spark_bugs += 1
+            stats.spark_bug_example = stats.spark_bug_example or view.sql
+            raise _SparkBug from error
         return "refresh raised:\n" + traceback.format_exc(limit=6)
     stats.refreshes += 1
     stats.modes[str(result.mode.value)] += 1
