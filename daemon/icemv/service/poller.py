@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
@@ -136,6 +137,8 @@ class Reconciler:
         self.polls = 0
         # Whether the last scheduled poll overran its interval (an episode is under way).
         self._overrunning = False
+        # Set by stop(): a maintenance or verification pass under way ends at the next MV.
+        self._stopping = threading.Event()
 
     def start(self) -> None:
         self._jobs.add_job(
@@ -165,6 +168,7 @@ class Reconciler:
         self._jobs.start()
 
     def stop(self) -> None:
+        self._stopping.set()
         self._jobs.shutdown(wait=False)
 
     def poll(self) -> None:
@@ -230,6 +234,8 @@ class Reconciler:
         snapshot = self._index.snapshot
         done = 0
         for identifier in dependency_order(snapshot):
+            if self._stopping.is_set():
+                break
             if not self._owns(identifier):
                 continue
             mv = snapshot.mvs[identifier]
@@ -267,6 +273,8 @@ class Reconciler:
         self._verify_runs += 1
         differed = 0
         for identifier in mvs if mvs is not None else dependency_order(self._index.snapshot):
+            if self._stopping.is_set():
+                break
             if not self._owns(identifier):
                 continue
             mv = identifier.dotted
