@@ -7,7 +7,9 @@ A page asks for a generated part with a marker on a line of its own:
 - `<!-- icemv:metrics-reference -->`: every metric the daemon registers
   (`icemv.service.metrics.Metrics`), with its type, labels and help text;
 - `<!-- icemv:code-map -->`: every module under `daemon/icemv/`, with the first paragraph
-  of its docstring.
+  of its docstring;
+- `<!-- icemv:portability-gate -->`: where DuckDB and Spark differ and what the gate does,
+  the list in `sql/portable.py`'s docstring.
 
 `deploy/OPERATIONS.md` (the operators' runbook, kept beside the chart and its alerts) is
 published as `operations.md`: MkDocs reads pages only under `docs/`, so the hook adds it as
@@ -41,6 +43,7 @@ OPERATIONS_PAGE = "operations.md"
 CONFIG_MARKER = "<!-- icemv:config-reference -->"
 METRICS_MARKER = "<!-- icemv:metrics-reference -->"
 CODE_MAP_MARKER = "<!-- icemv:code-map -->"
+GATE_MARKER = "<!-- icemv:portability-gate -->"
 
 
 # ---- configuration ------------------------------------------------------------------------
@@ -159,10 +162,10 @@ def config_reference() -> str:
         if nested is None:
             continue
         lines += [f"### `{name}`", ""]
-        lines += [_cell(field.description or ""), ""]
         doc = (nested.__doc__ or "").strip()
-        if doc and not doc.startswith(nested.__name__ + "("):
-            lines += [" ".join(doc.split("\n\n")[0].split()), ""]
+        if not doc or doc.startswith(nested.__name__ + "("):  # pydantic's stand-in docstring
+            doc = field.description or ""
+        lines += [" ".join(doc.split("\n\n")[0].split()), ""]
         lines += ["| key | type | default | description |", "|---|---|---|---|"]
         lines += [_row(k) for k in config_keys() if k.section == name and k.path != name]
         lines.append("")
@@ -244,12 +247,22 @@ def code_map() -> str:
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
+def portability_gate() -> str:
+    """The list of engine differences from sql/portable.py's docstring, as Markdown."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / "sql" / "portable.py").read_text("utf-8")))
+    lines = (doc or "").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Where the engines"))
+    items = [line for line in lines[start + 1 :] if line.startswith(("- ", "  "))]
+    return "\n".join(items) + "\n"
+
+
 # ---- MkDocs events ------------------------------------------------------------------------
 
 GENERATED = {
     CONFIG_MARKER: config_reference,
     METRICS_MARKER: metrics_reference,
     CODE_MAP_MARKER: code_map,
+    GATE_MARKER: portability_gate,
 }
 
 
