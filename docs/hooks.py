@@ -33,7 +33,6 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "daemon" / "icemv"
@@ -60,7 +59,7 @@ class ConfigKey:
     section: str  # the top-level key it belongs to ("" for top-level scalars)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
+def model_in(annotation: Any) -> type[BaseModel] | None:
     """The pydantic model an annotation holds (directly or as a list's items), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
@@ -125,7 +124,7 @@ def config_keys(model: type[BaseModel] | None = None, prefix: str = "") -> list[
     keys: list[ConfigKey] = []
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
-        nested = _model_in(field.annotation)
+        nested = model_in(field.annotation)
         section = path.split(".", 1)[0] if "." in path or nested else ""
         keys.append(
             ConfigKey(
@@ -158,7 +157,7 @@ def config_reference() -> str:
         lines += [_row(k) for k in top]
         lines.append("")
     for name, field in Config.model_fields.items():
-        nested = _model_in(field.annotation)
+        nested = model_in(field.annotation)
         if nested is None:
             continue
         lines += [f"### `{name}`", ""]
@@ -173,10 +172,7 @@ def config_reference() -> str:
 
 
 def _row(key: ConfigKey) -> str:
-    return (
-        f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | "
-        f"{_cell(key.description)} |"
-    )
+    return f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | {_cell(key.description)} |"
 
 
 # ---- metrics ------------------------------------------------------------------------------
@@ -213,7 +209,7 @@ def metrics_reference() -> str:
     """The metrics reference as Markdown."""
     lines = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
     for doc in metric_docs():
-        labels = ", ".join(f"`{label}`" for label in doc.labels) or "–"
+        labels = ", ".join(f"`{label}`" for label in doc.labels) or "none"
         lines.append(f"| `{doc.name}` | {doc.type} | {labels} | {_cell(doc.help)} |")
     return "\n".join(lines) + "\n"
 
