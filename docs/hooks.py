@@ -125,7 +125,7 @@ def config_keys(model: type[BaseModel] | None = None, prefix: str = "") -> list[
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
         nested = model_in(field.annotation)
-        section = path.split(".", 1)[0] if "." in path or nested else ""
+        section = path.split(".", 1)[0].removesuffix("[]") if "." in path or nested else ""
         keys.append(
             ConfigKey(
                 path=path,

@@ -77,3 +77,9 @@ def test_every_generated_part_is_published_on_a_page() -> None:
     for marker, build in hooks.GENERATED.items():
         assert marker in pages, marker
         assert build().strip()
+
+
+def test_every_config_key_is_in_the_rendered_reference() -> None:
+    reference = hooks.config_reference()
+    shown = [key.path for key in hooks.config_keys() if f"`{key.path}`" not in reference]
+    assert shown == [], f"keys missing from the rendered reference: {shown}"
