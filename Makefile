@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo test test-fast fuzz fuzz-sql chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
+.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -28,25 +28,31 @@ demo: install system-deps
 	$(BIN)/icemv demo
 
 lint: install
-	$(BIN)/ruff check daemon tests
-	$(BIN)/ruff format --check daemon tests
+	$(BIN)/ruff check daemon tests docs
+	$(BIN)/ruff format --check daemon tests docs
 	$(BIN)/lint-imports
 
 format: install
-	$(BIN)/ruff format daemon tests
-	$(BIN)/ruff check --fix daemon tests
+	$(BIN)/ruff format daemon tests docs
+	$(BIN)/ruff check --fix daemon tests docs
 
 typecheck: install
 	$(BIN)/mypy
+	$(BIN)/mypy --strict docs/hooks.py
 
 # The container image with buildah (no Docker engine, no registry; needs root): the Debian
 # base is made with debootstrap and cached under .cache/image, like buildah's layers.
 image:
 	$(SUDO) deploy/image/build.sh
 
+# The docs site (mkdocs.yml, docs/): --strict fails on broken links and pages missing from
+# the navigation; docs/hooks.py generates the configuration, metrics and code-map references.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 # IMAGE_TEST=0 skips building and running the image (tests/test_image.py then skips).
 IMAGE_TEST ?= 1
-test: install system-deps lint typecheck $(if $(filter 1,$(IMAGE_TEST)),image)
+test: install system-deps lint typecheck docs $(if $(filter 1,$(IMAGE_TEST)),image)
 	ICEMV_REQUIRE_IMAGE=$(IMAGE_TEST) $(BIN)/pytest -q --durations=25
 
 # The property-based oracle test with many examples, every shape on both catalog kinds
@@ -120,4 +126,4 @@ test-fast: install
 	$(BIN)/pytest -q -m "not spark and not postgres"
 
 clean:
-	rm -rf $(VENV) lakehouse .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) lakehouse site .pytest_cache .mypy_cache .ruff_cache

@@ -32,26 +32,55 @@ class CatalogConfig(_Section):
     `oauth2-server-uri`, `scope`, `header.*`): the two engines spell them alike.
     """
 
-    type: Literal["jdbc", "rest"] = "jdbc"
-    name: str = "lake"
-    # jdbc: "embedded" starts a private PostgreSQL under `home`; otherwise
-    # postgresql://host:port/db or sqlite:///path (single writer only: a live Spark JVM
-    # locks SQLite). rest: the server's base URL, http(s)://host:port[/path].
-    uri: str = "embedded"
-    user: str | None = None
-    password: SecretStr | None = None
-    # rest only: the warehouse the server should serve (a name or a location, server-defined).
-    warehouse: str | None = None
-    # rest only: a fixed path prefix; normally the server hands it out in GET /v1/config.
-    prefix: str | None = None
-    # rest only: OAuth2 client credentials "client_id:client_secret", or a ready bearer token.
-    credential: SecretStr | None = None
-    token: SecretStr | None = None
-    oauth2_server_uri: str | None = None
-    scope: str | None = None
-    # rest only: extra HTTP headers on every request (values may be secrets: masked).
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
-    properties: dict[str, str] = Field(default_factory=dict)
+    type: Literal["jdbc", "rest"] = Field(
+        default="jdbc", description="The catalog kind: `jdbc` (a database) or `rest`."
+    )
+    name: str = Field(
+        default="lake", description="The catalog name both engines use (`lake.nyc.taxis`)."
+    )
+    uri: str = Field(
+        default="embedded",
+        description="jdbc: `embedded` starts a private PostgreSQL under `home`; otherwise "
+        "`postgresql://host:port/db` or `sqlite:///path` (single writer only: a live Spark "
+        "JVM locks SQLite). rest: the server's base URL, `http(s)://host:port[/path]`.",
+    )
+    user: str | None = Field(default=None, description="jdbc: the database user.")
+    password: SecretStr | None = Field(
+        default=None, description="jdbc: the database password (a secret: masked)."
+    )
+    warehouse: str | None = Field(
+        default=None,
+        description="rest only: the warehouse the server should serve (a name or a "
+        "location, server-defined).",
+    )
+    prefix: str | None = Field(
+        default=None,
+        description="rest only: a fixed path prefix; normally the server hands it out in "
+        "`GET /v1/config`.",
+    )
+    credential: SecretStr | None = Field(
+        default=None,
+        description="rest only: OAuth2 client credentials `client_id:client_secret` "
+        "(a secret: masked).",
+    )
+    token: SecretStr | None = Field(
+        default=None, description="rest only: a ready bearer token (a secret: masked)."
+    )
+    oauth2_server_uri: str | None = Field(
+        default=None,
+        description="rest only: the OAuth2 token endpoint, if not the server's own "
+        "(`oauth2-server-uri`).",
+    )
+    scope: str | None = Field(default=None, description="rest only: the OAuth2 scope.")
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="rest only: extra HTTP headers on every request, sent as "
+        "`header.<name>` (values may be secrets: masked).",
+    )
+    properties: dict[str, str] = Field(
+        default_factory=dict,
+        description="Further catalog properties, given to both engines.",
+    )
 
     @model_validator(mode="after")
     def _known_scheme(self) -> CatalogConfig:
@@ -88,8 +117,15 @@ class WarehouseConfig(_Section):
     profile); secrets given here reach the Spark JVM at run time, never its command line.
     """
 
-    location: str = "lakehouse/warehouse"
-    properties: dict[str, SecretStr | str] = Field(default_factory=dict)
+    location: str = Field(
+        default="lakehouse/warehouse",
+        description="A path (relative to the working directory), `file://` or "
+        "`s3://bucket/prefix`.",
+    )
+    properties: dict[str, SecretStr | str] = Field(
+        default_factory=dict,
+        description="Iceberg FileIO properties for both engines (`s3.endpoint`, ...).",
+    )
 
     @property
     def on_s3(self) -> bool:
@@ -97,25 +133,42 @@ class WarehouseConfig(_Section):
 
 
 class SparkConfig(_Section):
-    master: str = "local[2]"  # or spark://host:7077 for a standalone cluster
-    app_name: str = "icemv"
-    # Iceberg runtime jar; default: the one vendored by snowpark-connect-deps-iceberg.
-    iceberg_jar: str | None = None
-    # Further local jars added to icemv's own (e.g. iceberg-aws-bundle for an s3:// warehouse);
-    # spark.jars in `conf` would replace the whole list instead.
-    extra_jars: list[str] = Field(default_factory=list)
-    # Maven coordinates, e.g. org.apache.iceberg:iceberg-aws-bundle:1.10.2 (needs a reachable
-    # Maven repository); added to the local jars.
-    packages: list[str] = Field(default_factory=list)
+    """The Spark session icemv starts for refreshes (as the driver, in client mode)."""
+
+    master: str = Field(
+        default="local[2]",
+        description="`local[N]`, `spark://host:7077` (a standalone cluster) or "
+        "`k8s://...` (executors as pods).",
+    )
+    app_name: str = Field(default="icemv", description="The Spark application name.")
+    iceberg_jar: str | None = Field(
+        default=None,
+        description="The Iceberg Spark runtime jar; default: the one vendored by "
+        "snowpark-connect-deps-iceberg.",
+    )
+    extra_jars: list[str] = Field(
+        default_factory=list,
+        description="Further local jars added to icemv's own (e.g. iceberg-aws-bundle for "
+        "an s3:// warehouse); `spark.jars` in `conf` would replace the whole list instead.",
+    )
+    packages: list[str] = Field(
+        default_factory=list,
+        description="Maven coordinates (`spark.jars.packages`), e.g. "
+        "`org.apache.iceberg:iceberg-aws-bundle:1.10.2` (needs a reachable Maven "
+        "repository); added to the local jars.",
+    )
     jdbc_driver_jars: list[str] = Field(
         default_factory=lambda: [
             "/usr/share/java/postgresql.jar",
             "/usr/share/java/sqlite-jdbc.jar",
-        ]
+        ],
+        description="The JDBC drivers Spark's Iceberg JdbcCatalog loads.",
     )
-    driver_memory: str = "2g"
-    shuffle_partitions: int = Field(default=4, ge=1)
-    conf: dict[str, str] = Field(default_factory=dict)
+    driver_memory: str = Field(default="2g", description="`spark.driver.memory`.")
+    shuffle_partitions: int = Field(default=4, ge=1, description="`spark.sql.shuffle.partitions`.")
+    conf: dict[str, str] = Field(
+        default_factory=dict, description="Any other Spark setting; wins over icemv's."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -133,22 +186,48 @@ class SparkConfig(_Section):
 
 
 class KafkaConfig(_Section):
-    bootstrap_servers: list[str] = Field(default_factory=list)
-    topics: list[str] = Field(default_factory=lambda: ["icemv-commits"])
-    group_id: str = "icemv"
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    dead_letter_topic: str | None = None
-    # A new consumer group starts at the end: the catalog poll covers what came before.
-    auto_offset_reset: Literal["earliest", "latest"] = "latest"
-    session_timeout_ms: int = Field(default=10_000, ge=1_000)
-    # A refresh may take minutes; the consumer must stay in its group meanwhile.
-    max_poll_interval_ms: int = Field(default=600_000, ge=10_000)
+    """The daemon's event source; with no `bootstrap_servers` the daemon polls only."""
+
+    bootstrap_servers: list[str] = Field(
+        default_factory=list, description="Brokers, `host:port`; empty: poll only."
+    )
+    topics: list[str] = Field(
+        default_factory=lambda: ["icemv-commits"],
+        description="Topics of commit events; the first one's partitions split the MVs "
+        "between replicas.",
+    )
+    group_id: str = Field(
+        default="icemv", description="The consumer group: replicas in one group share the MVs."
+    )
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", description="How to talk to the brokers."
+    )
+    sasl_mechanism: str | None = Field(default=None, description="SASL mechanism, e.g. `PLAIN`.")
+    sasl_username: str | None = Field(default=None, description="SASL user name.")
+    sasl_password: SecretStr | None = Field(
+        default=None, description="SASL password (a secret: masked)."
+    )
+    ssl_cafile: str | None = Field(default=None, description="CA certificate file for SSL.")
+    ssl_certfile: str | None = Field(default=None, description="Client certificate file.")
+    ssl_keyfile: str | None = Field(default=None, description="Client key file.")
+    dead_letter_topic: str | None = Field(
+        default=None, description="Records that cannot be handled are copied here."
+    )
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        default="latest",
+        description="Where a new consumer group starts: at the end by default, as the "
+        "catalog poll covers what came before.",
+    )
+    session_timeout_ms: int = Field(
+        default=10_000,
+        ge=1_000,
+        description="A replica silent this long leaves the group; its MVs move to the others.",
+    )
+    max_poll_interval_ms: int = Field(
+        default=600_000,
+        ge=10_000,
+        description="A refresh may take minutes; the consumer must stay in its group meanwhile.",
+    )
 
     @property
     def enabled(self) -> bool:
@@ -156,53 +235,107 @@ class KafkaConfig(_Section):
 
 
 class PollingConfig(_Section):
-    interval_seconds: float = Field(default=30.0, gt=0)
+    """The catalog poll: the only trigger without Kafka, a safety net with it."""
+
+    interval_seconds: float = Field(
+        default=30.0, gt=0, description="Seconds between catalog polls."
+    )
 
 
 class RefreshConfig(_Section):
-    # Policy `auto` recomputes fully when the change read's estimated rows (from the
-    # manifests: touched files at the old and new snapshots), times this factor, exceed the
-    # rows a full recompute scans (all sources). It prices a change-read row in full-scan
-    # rows: measured at most ~1 at the margin (1M rows, busy 2-core box, README); 1.5
-    # leaves room. The per-refresh overhead of the Spark delta path is not in the estimate.
-    auto_cost_factor: float = Field(default=1.5, gt=0)
-    # Deprecated and ignored (kept so older configs load): the changed-records share it
-    # bounded counted a copy-on-write file rewrite as changed; use auto_cost_factor.
-    auto_full_ratio: float | None = Field(default=None, gt=0)
-    # Commits to the sources of one MV announced (by events) within this window yield one
-    # refresh; a poll's request starts at once (the poll folded every commit since the last).
-    coalesce_seconds: float = Field(default=1.0, ge=0)
-    # A patch up to this many rows is collected and committed by pyiceberg instead of a
-    # Spark write (an aggregate MV's patch is its whole storage table); 0: always Spark.
-    driver_commit_max_rows: int = Field(default=500_000, ge=0)
-    # A change of one source of up to this many changed rows (appended, deleted, position
-    # deletes) has its delta computed in Arrow on the driver, no Spark job (filter /
-    # projection and merged GROUP BY views whose expressions Arrow evaluates as Spark
-    # does; README "The Arrow path"); 0: always Spark.
-    arrow_max_rows: int = Field(default=100_000, ge=0)
-    # A change with deletes (position deletes, deletion vectors, copy-on-write rewrites)
-    # stays on the Arrow path while the source rows its read scans (whole rewritten files,
-    # the row groups deletes hit; estimated from the manifests) are at most this many;
-    # the rows that changed, after a rewrite's unchanged rows cancel, must still be at
-    # most `arrow_max_rows`.
-    arrow_read_max_rows: int = Field(default=4_000_000, ge=0)
-    # Appended rows read for the Arrow path are shared across MVs, per process, up to
-    # this many bytes (least recently used first out).
-    arrow_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
-    # The Arrow path joins the changed source with unchanged tables of at most this many
-    # rows (each read whole at its pinned snapshot, its columns read only, shared in the
-    # cache above); 0: a join always goes to Spark.
-    arrow_join_max_rows: int = Field(default=100_000, ge=0)
-    # The embedded engine (DuckDB, on the driver): threads and memory of each refresh's
-    # connection. Refreshes overlap (DuckDB releases the GIL): max_concurrent of them.
-    duckdb_threads: int = Field(default=1, ge=1)
-    duckdb_memory_limit: str = Field(default="512MB", pattern=r"^\d+(\.\d+)?\s*[KMGT]i?B$")
-    # Refreshes running at once (Spark jobs in FAIR pools, DuckDB connections); default:
-    # the machine's cores.
-    max_concurrent: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
-    retry_initial_seconds: float = Field(default=2.0, gt=0)
-    retry_max_seconds: float = Field(default=300.0, gt=0)
-    shutdown_grace_seconds: float = Field(default=60.0, ge=0)
+    """How refreshes are chosen, computed, committed and retried."""
+
+    auto_cost_factor: float = Field(
+        default=1.5,
+        gt=0,
+        description="Policy `auto` recomputes fully when the change read's estimated rows "
+        "(from the manifests: touched files at the old and new snapshots), times this "
+        "factor, exceed the rows a full recompute scans (all sources). It prices a "
+        "change-read row in full-scan rows: measured at most ~1 at the margin (1M rows, busy "
+        "2-core box); 1.5 leaves room. The per-refresh overhead of a Spark delta is not in "
+        "the estimate.",
+    )
+    auto_full_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        description="Deprecated and ignored (kept so older configs load): the "
+        "changed-records share it bounded counted a copy-on-write file rewrite as changed; "
+        "use `auto_cost_factor`.",
+    )
+    coalesce_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        description="Commits to the sources of one MV announced (by events) within this "
+        "window yield one refresh; a poll's request starts at once (the poll folded every "
+        "commit since the last).",
+    )
+    driver_commit_max_rows: int = Field(
+        default=500_000,
+        ge=0,
+        description="A patch up to this many rows is collected and committed by pyiceberg "
+        "instead of a Spark write (an aggregate MV's patch is its whole storage table); "
+        "0: always Spark (and no embedded engine).",
+    )
+    arrow_max_rows: int = Field(
+        default=100_000,
+        ge=0,
+        description="The embedded engine (DuckDB on the driver, no Spark job) computes the "
+        "delta of a change to one source table of at most this many changed rows "
+        "(appended, deleted; and at most `driver_commit_max_rows`) when the view passes the "
+        "portability gate; 0: always Spark.",
+    )
+    arrow_read_max_rows: int = Field(
+        default=4_000_000,
+        ge=0,
+        description="A change with deletes (position deletes, deletion vectors, "
+        "copy-on-write rewrites, pushed-down equality deletes) stays on the embedded engine "
+        "while the source rows its read scans (whole rewritten files, the row groups "
+        "deletes hit; estimated from the manifests) are at most this many; the rows that "
+        "changed, once a rewrite's unchanged rows cancel, must still be at most "
+        "`arrow_max_rows`.",
+    )
+    arrow_cache_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="Rows read with pyiceberg for the embedded engine (appended rows, "
+        "tables read whole) are shared across MVs, per process, up to this many bytes "
+        "(least recently used first out).",
+    )
+    arrow_join_max_rows: int = Field(
+        default=100_000,
+        ge=0,
+        description="The embedded engine reads each other table the view reads whole at "
+        "its pinned snapshot (its named columns only, shared in the cache above) when it "
+        "holds at most this many rows; the same bound applies to the changed table where "
+        "it is read whole at both ends (keyed deltas, groups recomputed from the sources, "
+        "self-joins); 0: such views always go to Spark.",
+    )
+    duckdb_threads: int = Field(
+        default=1,
+        ge=1,
+        description="Threads of each refresh's DuckDB connection (the embedded engine). "
+        "Refreshes overlap (DuckDB releases the GIL): `max_concurrent` of them.",
+    )
+    duckdb_memory_limit: str = Field(
+        default="512MB",
+        pattern=r"^\d+(\.\d+)?\s*[KMGT]i?B$",
+        description="Memory limit of the embedded engine's DuckDB database, e.g. `512MB`, `2GiB`.",
+    )
+    max_concurrent: int = Field(
+        default_factory=lambda: os.cpu_count() or 1,
+        ge=1,
+        description="Refreshes running at once (Spark jobs in FAIR pools, DuckDB "
+        "connections); default: the machine's cores.",
+    )
+    retry_initial_seconds: float = Field(
+        default=2.0, gt=0, description="The first back-off after a failed refresh."
+    )
+    retry_max_seconds: float = Field(
+        default=300.0, gt=0, description="The longest back-off (it doubles up to this)."
+    )
+    shutdown_grace_seconds: float = Field(
+        default=60.0, ge=0, description="On SIGTERM, running refreshes get this long."
+    )
 
     @model_validator(mode="after")
     def _deprecated_ratio(self) -> RefreshConfig:
@@ -225,34 +358,62 @@ class MaintenanceConfig(_Section):
     latest refresh record and every snapshot after it are always kept.
     """
 
-    enabled: bool = True
-    # How often the daemon expires snapshots and removes unreferenced files (0: never).
-    interval_seconds: float = Field(default=3600.0, ge=0)
-    # Refresh records `icemv mv show` lists as history.
-    keep_snapshots: int = Field(default=10, ge=1)
-    keep_seconds: float = Field(default=0.0, ge=0)
-    # Files under the table location that no snapshot references are removed once older
-    # than this, so a write still in flight (not yet committed) never loses its files:
-    # keep it above the longest refresh (Iceberg's own default is three days).
-    orphan_file_age_seconds: float = Field(default=86400.0, ge=0)
-    # A private `icemv_*` refresh branch older than this is a leftover of a killed refresh.
-    branch_min_age_seconds: float = Field(default=600.0, ge=0)
-    # How often the daemon verifies every MV it owns against its SQL at the recorded
-    # snapshots (mv/verify.py), one MV at a time; a difference is counted, logged and
-    # repaired with a full refresh. 0: never (`icemv mv verify` on demand; 86400: daily).
-    verify_interval_seconds: float = Field(default=0.0, ge=0)
-    # The hash slices each MV is cut into, and the share of them one scheduled run checks
-    # (different slices each run).
-    verify_slices: int = Field(default=64, ge=1)
-    verify_sample: float = Field(default=1.0, gt=0, le=1)
-    # The budget: an MV whose sources hold more rows than this is skipped by scheduled
-    # runs (each run evaluates the view's SQL in full); 0: no limit.
-    verify_max_source_rows: int = Field(default=0, ge=0)
+    enabled: bool = Field(default=True, description="Whether the daemon runs upkeep at all.")
+    interval_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        description="How often the daemon expires snapshots and removes unreferenced files "
+        "(0: never).",
+    )
+    keep_snapshots: int = Field(
+        default=10, ge=1, description="Refresh records kept (the history `icemv mv show` lists)."
+    )
+    keep_seconds: float = Field(
+        default=0.0, ge=0, description="Also keep snapshots younger than this."
+    )
+    orphan_file_age_seconds: float = Field(
+        default=86400.0,
+        ge=0,
+        description="Files under the table location that no snapshot references are "
+        "removed once older than this, so a write still in flight (not yet committed) "
+        "never loses its files: keep it above the longest refresh (Iceberg's own default "
+        "is three days).",
+    )
+    branch_min_age_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="A private `icemv_*` refresh branch older than this is a leftover of a "
+        "killed refresh, and removed.",
+    )
+    verify_interval_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="How often the daemon verifies every MV it owns against its SQL at the "
+        "recorded snapshots (`icemv mv verify`), one MV at a time; a difference is "
+        "counted, logged and repaired with a full refresh. 0: never (86400: daily).",
+    )
+    verify_slices: int = Field(
+        default=64, ge=1, description="The hash slices each MV is cut into for verification."
+    )
+    verify_sample: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="The share of the slices one scheduled run checks (different slices each run).",
+    )
+    verify_max_source_rows: int = Field(
+        default=0,
+        ge=0,
+        description="The budget: an MV whose sources hold more rows than this is skipped by "
+        "scheduled runs (each run evaluates the view's SQL in full); 0: no limit.",
+    )
 
 
 class MetricsConfig(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(default=9108, ge=0, le=65535)
+    """The daemon's HTTP server: `/metrics`, `/healthz`, `/readyz`, `POST /mvs/NAME/refresh`."""
+
+    host: str = Field(default="127.0.0.1", description="The address to listen on.")
+    port: int = Field(default=9108, ge=0, le=65535, description="The port to listen on.")
 
 
 LevelName = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -283,10 +444,22 @@ class LoggingConfig(_Section):
     re-emitted as events of logger `spark`.
     """
 
-    level: Level = "INFO"
-    format: Literal["auto", "json", "console"] = "auto"
-    levels: dict[str, Level] = Field(default_factory=dict)
-    spark_level: Level = "WARNING"
+    level: Level = Field(
+        default="INFO", description="The root level: DEBUG, INFO, WARNING, ERROR, CRITICAL."
+    )
+    format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="`json` when not on a terminal with `auto`."
+    )
+    levels: dict[str, Level] = Field(
+        default_factory=dict,
+        description="Python loggers by name, e.g. `{kafka: INFO}`; the chatty libraries "
+        "(apscheduler, botocore, kafka, pgserver, py4j, pyiceberg, urllib3) stay at WARNING "
+        "unless named.",
+    )
+    spark_level: Level = Field(
+        default="WARNING",
+        description="The Spark JVM's log4j level (its lines: logger `spark`).",
+    )
 
     @field_validator("levels", mode="after")
     @classmethod
@@ -300,26 +473,46 @@ class LoggingConfig(_Section):
 class MaterializedViewSpec(_Section):
     """A declarative MV: `icemv apply` creates or replaces it to match."""
 
-    name: str
-    sql: str
-    properties: dict[str, str] = Field(default_factory=dict)
-    partition_by: list[str] = Field(default_factory=list)
+    name: str = Field(description="`name`, `namespace.name` or `catalog.namespace.name`.")
+    sql: str = Field(description="The defining query (Spark SQL).")
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="View properties (`icemv.refresh-policy`, ...)."
+    )
+    partition_by: list[str] = Field(
+        default_factory=list,
+        description="Partition expressions of the storage table: a column, "
+        "`years|months|days|hours(col)`, `bucket(N, col)`, `truncate(N, col)`.",
+    )
 
 
 class Config(_Section):
-    # Local state (embedded catalog database, default warehouse) lives here.
-    home: str = "lakehouse"
-    default_namespace: str = "default"
-    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
-    warehouse: WarehouseConfig = Field(default_factory=WarehouseConfig)
-    spark: SparkConfig = Field(default_factory=SparkConfig)
-    kafka: KafkaConfig = Field(default_factory=KafkaConfig)
-    polling: PollingConfig = Field(default_factory=PollingConfig)
-    refresh: RefreshConfig = Field(default_factory=RefreshConfig)
-    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
-    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    materialized_views: list[MaterializedViewSpec] = Field(default_factory=list)
+    """The whole configuration: one YAML file, each key overridable from the environment."""
+
+    home: str = Field(
+        default="lakehouse",
+        description="Local state (embedded catalog database, demo log) lives here.",
+    )
+    default_namespace: str = Field(
+        default="default", description="The namespace of unqualified MV names."
+    )
+    catalog: CatalogConfig = Field(
+        default_factory=CatalogConfig, description="The Iceberg catalog."
+    )
+    warehouse: WarehouseConfig = Field(
+        default_factory=WarehouseConfig, description="Where table files live."
+    )
+    spark: SparkConfig = Field(default_factory=SparkConfig, description="The Spark session.")
+    kafka: KafkaConfig = Field(default_factory=KafkaConfig, description="Commit events.")
+    polling: PollingConfig = Field(default_factory=PollingConfig, description="Catalog polls.")
+    refresh: RefreshConfig = Field(default_factory=RefreshConfig, description="Refreshes.")
+    maintenance: MaintenanceConfig = Field(
+        default_factory=MaintenanceConfig, description="Storage upkeep and verification."
+    )
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="HTTP endpoints.")
+    logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Log lines.")
+    materialized_views: list[MaterializedViewSpec] = Field(
+        default_factory=list, description="MVs `icemv apply` creates or replaces to match."
+    )
 
     @property
     def home_path(self) -> Path:
