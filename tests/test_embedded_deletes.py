@@ -232,7 +232,7 @@ def test_auto_recomputes_when_the_arrow_path_refuses_once_reading(
     lakehouse: Lakehouse, namespace: str
 ) -> None:
     """`auto` kept the refresh incremental only for the Arrow read (Spark's change read of
-    the rewritten file costs more than a full recompute): when the Arrow path then refuses
+    the rewritten file costs more than a full recompute): when the embedded engine then refuses
     (more rows changed than its limit), the refresh recomputes fully, not by Spark's
     dearer change read."""
     name = _trips(lakehouse, namespace, "copy-on-write")

@@ -189,9 +189,9 @@ def test_a_small_equality_delete_reads_only_the_files_its_values_may_be_in(
     lakehouse: Lakehouse, namespace: str, version: int
 ) -> None:
     """Four data files, one vendor each: the delete's values are pushed into Spark's read
-    (the Arrow path off), so the refresh reads only the files whose column bounds allow
+    (the embedded engine off), so the refresh reads only the files whose column bounds allow
     them (format v2 and v3); and `auto` weighs that read, not the whole table's, and
-    takes the Arrow path, which applies equality deletes itself."""
+    takes the embedded engine, which applies equality deletes itself."""
     trips = _trips(lakehouse, namespace)
     lakehouse.spark.sql(
         f"CREATE TABLE {trips} (id BIGINT, vendor STRING, fare DOUBLE, day DATE, zone STRING) "

@@ -3,7 +3,7 @@
 200k rows in 4 data files, written and deleted from by pyiceberg (copy-on-write): a
 100-row delete rewrites one file and stays incremental; a 0.1 % delete scattered over
 every file rewrites them all: Spark's change read would cost more than a full recompute
-(so a view only Spark refreshes recomputes); the Arrow path's may not, and when it
+(so a view only Spark refreshes recomputes); the embedded engine's may not, and when it
 refuses once reading, the refresh recomputes rather than take Spark's read.
 """
 

@@ -117,9 +117,9 @@ class EngineRefusedError(IcemvError, ValueError):
 
 
 class ArrowUnsupportedError(IcemvError, ValueError):
-    """The delta is not computed on the driver in Arrow (sql/arrow_expr.py and the Arrow
-    patches): an expression outside the subset whose Spark semantics Arrow matches, or a
-    change or storage read too large; the message says which, and Spark computes it."""
+    """The change rows are not read on the driver with pyarrow (refresh/changes/
+    arrow_changes.py): a delete or change read it cannot apply, or one too large; the
+    message says which, and Spark computes the delta."""
 
 
 class StorageCommitConflictError(IcemvError, RuntimeError):

@@ -1,4 +1,4 @@
-"""Helpers of the Arrow path's tests: a refreshed MV, and a refresh checked
+"""Helpers of the embedded engine's tests: a refreshed MV, and a refresh checked
 against the oracle and the engine that computed it."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def refresh_by(lakehouse: Lakehouse, mv: Identifier, engine: str) -> RefreshResu
 def appends_embedded(
     lakehouse: Lakehouse, namespace: str, mv: Identifier, appends: list[list[tuple[Any, ...]]]
 ) -> None:
-    """Each append to trips, then a refresh of `mv` by the Arrow path."""
+    """Each append to trips, then a refresh of `mv` by the embedded engine."""
     for rows in appends:
         append_trips(lakehouse, namespace, rows)
         result = refresh_by(lakehouse, mv, "duckdb")

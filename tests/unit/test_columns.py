@@ -51,7 +51,7 @@ CASES = [
         "nyc.zones",
         (None, "`zone` = 'a'"),
     ),
-    # A join key named only in ON is read (the Arrow path joins the change rows by it).
+    # A join key named only in ON is read (the embedded engine joins the change rows by it).
     (
         "SELECT z.zone, count(*) AS n FROM trips t LEFT JOIN zones z ON t.vendor = z.zone "
         "GROUP BY z.zone",

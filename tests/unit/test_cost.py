@@ -135,7 +135,7 @@ def test_a_scattered_delete_recomputes(table: Table) -> None:
 
 
 def test_the_arrow_read_counts_what_it_scans_at_a_share() -> None:
-    """The Arrow path reads the deleted positions' row groups and whole rewritten files
+    """The embedded engine reads the deleted positions' row groups and whole rewritten files
     with pyarrow (a rewrite's unchanged rows cancel on the driver): everything it scans
     counts at ARROW_SCAN_SHARE of a full recompute's row."""
     size = {"old_records": 20_000, "old_data_files": 4}
@@ -152,7 +152,7 @@ def test_the_arrow_read_counts_what_it_scans_at_a_share() -> None:
 
 
 def test_the_arrow_read_of_equality_deletes_is_sparks() -> None:
-    """The Arrow path refuses equality deletes, so `auto` may not keep such a change
+    """The embedded engine refuses equality deletes, so `auto` may not keep such a change
     incremental on the strength of an Arrow read that will not happen."""
     size = {"old_records": 20_000, "old_data_files": 4}
     touched = TouchedFiles(

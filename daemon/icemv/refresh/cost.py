@@ -15,7 +15,7 @@ the same projected columns, so rows compare like for like. The incremental path 
 more per row (weights, the delta query, cancelling moved rows): `refresh.auto_cost_factor`
 scales its rows before the comparison.
 
-When the Arrow path takes the change (refresh/patch/arrow_route.py decides; the plan asks
+When the embedded engine takes the change (refresh/route.py decides; the plan asks
 it only when the Spark estimate says full), its read costs less (`arrow_read_rows`): the
 deleted positions, the whole files added and removed (a rewrite's unchanged rows cancel
 on the driver), and of each data file the deletes hit only the row groups holding them,
@@ -145,7 +145,7 @@ def estimate(
     arrow: bool = False,
 ) -> CostEstimate:
     """`appended`: records of each append-only source; `rewritten`: the other moved ones;
-    `arrow`: the change read by the Arrow path (`arrow_read_rows`)."""
+    `arrow`: the change read on the driver for the embedded engine (`arrow_read_rows`)."""
     read = arrow_read_rows if arrow else change_read_rows
     change = sum(appended) + sum(read(t) for t in rewritten)
     return CostEstimate(change, full_rows)

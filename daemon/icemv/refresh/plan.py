@@ -126,8 +126,8 @@ class IncrementalPlan:
     planned_from: Snapshot
     changes: Mapping[Identifier, SourceChange]  # every source table
     moved: Mapping[Identifier, SourceChange]  # those with a logical change
-    # Policy auto kept it incremental only for the Arrow path's cheaper read: why Spark's
-    # would not be (should the Arrow path refuse once reading, a full recompute is cheaper).
+    # Policy auto kept it incremental only for the embedded engine's cheaper read: why Spark's
+    # would not be (should the embedded engine refuse once reading, a full recompute is cheaper).
     arrow_only: str | None = None
 
     @property
@@ -174,7 +174,7 @@ def estimate_cost(
     base: RefreshPlan, moved: Mapping[Identifier, SourceChange], arrow: bool = False
 ) -> CostEstimate:
     """The change read's rows (from the moved sources' manifests) against a full scan's;
-    `arrow`: read by the Arrow path."""
+    `arrow`: read on the driver for the embedded engine."""
     appended = [c.changed_records for c in moved.values() if c.kind == "append-only"]
     rewritten = [
         touched_files(base.reads.load_table(i), c)
@@ -194,7 +194,7 @@ def plan_incremental(
 
     `cost_factor`: recompute fully when the change read, its rows weighted by this factor,
     would scan more than a full recompute (`auto` policy, refresh/cost.py); None: never
-    for size. `arrow_takes`: whether the Arrow path takes a plan's delta, whose cheaper
+    for size. `arrow_takes`: whether the embedded engine takes a plan's delta, whose cheaper
     read is weighed when Spark's would be too dear.
     """
     analysis = base.analysis
@@ -239,7 +239,7 @@ def plan_incremental(
                 arrow = estimate_cost(base, moved, arrow=True)
                 if arrow.incremental(cost_factor) and arrow_takes(plan):
                     return replace(plan, arrow_only=detail)
-                detail += f"; by the Arrow path {arrow.describe(cost_factor)}"
+                detail += f"; by the embedded engine {arrow.describe(cost_factor)}"
             raise FullRefreshRequiredError(RefreshReason.DELTA_TOO_LARGE, detail)
     return plan
 

@@ -49,7 +49,7 @@ class SummaryKey(StrEnum):
     MODE = "icemv.mode"
     REASON = "icemv.reason"
     STORAGE_WRITE = "icemv.storage-write"
-    ENGINE = "icemv.engine"  # who computed an incremental delta: `arrow` or `spark`
+    ENGINE = "icemv.engine"  # who computed an incremental delta: `duckdb` or `spark`
     ROWS_INSERTED = "icemv.rows-inserted"
     ROWS_DELETED = "icemv.rows-deleted"
     # A full refresh repairing what a verification found: a bounded summary of the diff.

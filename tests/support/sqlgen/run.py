@@ -41,7 +41,7 @@ class Setup:
     write_mode: str = "merge-on-read"  # or copy-on-write
     format_version: int = 2
     storage_writes: str = "driver"  # or spark (every storage patch a Spark MERGE)
-    arrow: bool = True  # the Arrow path on (refresh.arrow_max_rows at its default)
+    arrow: bool = True  # the embedded engine on (refresh.arrow_max_rows at its default)
     policy: str = "incremental"
 
 
@@ -108,7 +108,7 @@ class Stats:
 
 
 def variant(lakehouse: Lakehouse, setup: Setup) -> Lakehouse:
-    """The lakehouse with this setup's storage writes and Arrow path."""
+    """The lakehouse with this setup's storage writes and embedded engine."""
     config = lakehouse.config
     updates: dict[str, Any] = {}
     if setup.storage_writes == "spark":

@@ -1,4 +1,4 @@
-"""Equality deletes on the Arrow path: which apply to a data file, and which rows they remove.
+"""Equality deletes read on the driver: which apply to a data file, which rows they remove.
 
 An equality delete (as Flink upserts write) removes the rows of older data files whose
 columns equal one of its rows: it applies to a data file when its data sequence number is
@@ -49,7 +49,7 @@ class EqualityDelete:
 
 
 def equality_delete(table: Table, entry: ManifestEntry) -> EqualityDelete:
-    """The entry's delete, if the Arrow path applies it (one integer or string column)."""
+    """The entry's delete, if the driver read applies it (one integer or string column)."""
     data = entry.data_file
     ids = list(data.equality_ids or ())
     if len(ids) != 1 or not isinstance(table.schema().find_type(ids[0]), PUSHDOWN_TYPES):

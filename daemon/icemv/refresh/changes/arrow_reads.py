@@ -6,7 +6,7 @@ whole with pyiceberg's ArrowScan, no Spark job. Each snapshot's piece is cached 
 process, keyed by (table uuid, snapshot id, schema id), bounded by bytes (least recently
 used goes first), so N MVs over one source read each appended file once, and MVs whose
 recorded snapshots differ read the union of their ranges: a range is the concatenation
-of its snapshots' pieces. Unchanged tables a join reads (refresh/patch/arrow_route.py) are
+of its snapshots' pieces. Unchanged tables a join reads (refresh/route.py) are
 cached the same way, whole at one snapshot, keyed by their columns read too.
 Thread-safe: a piece being read by one refresh is awaited by
 the others, not read again.
