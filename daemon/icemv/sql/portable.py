@@ -31,7 +31,8 @@ Where the engines differ, and what the gate does about it:
   DECIMAL, DECIMAL to DECIMAL (fewer places round half up in both), DECIMAL to DOUBLE of
   at most 15 digits, TIMESTAMP to DATE and back, integers and dates to strings, ISO date
   and timestamp literals. An integer literal in DECIMAL arithmetic is typed by its digits,
-  as Spark does.
+  as Spark does. A string literal cast to a number has one value, computed at plan time
+  as Spark does (sql/string_casts.py) and rendered as an exact literal.
 - strings: CONCAT and `||` are NULL when an argument is (`||` in both); ordering is binary
   in both; LIKE only with a literal pattern without escapes; SUBSTR with literal positions
   from 1; UPPER and LOWER agree on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'):
@@ -44,6 +45,8 @@ Where the engines differ, and what the gate does about it:
   in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` only
   under AND/OR in a WHERE, where its truth alone counts (elsewhere Spark gives FALSE where
   SQL, and DuckDB, give NULL).
+- WITH: each CTE gated like a query, its name hiding a relation's (recursive WITH and
+  CTE column lists refused).
 - set operations other than UNION ALL, complex types, functions not listed here: refused.
 Pure: sqlglot trees and types only.
 """
@@ -53,6 +56,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -74,6 +78,7 @@ from icemv.sql.spark_types import (
     decimal_type,
     of_literal,
 )
+from icemv.sql.string_casts import cast_string_literal
 
 Schema = Mapping[str, SparkType]  # a relation's columns, in order
 
@@ -144,7 +149,8 @@ _PARTS = (exp.Year, exp.Quarter, exp.Month, exp.Day, exp.DayOfMonth, exp.Hour, e
 # The last-digit test of sql/decimals.half_way (see `_half_way`).
 _HALF_WAY_PATTERN = "5(E[-+]?[0-9]+)?$"
 _SELECT_PARTS = frozenset({"expressions", "from_", "joins", "where", "group", "having",
-                           "laterals", "hint", "distinct"})  # fmt: skip
+                           "laterals", "hint", "distinct", "with_"})  # fmt: skip
+_UNION_PARTS = frozenset({"this", "expression", "distinct", "with_"})
 
 
 class _Scope:
@@ -179,6 +185,8 @@ class _Scope:
 class _Gate:
     def __init__(self, relations: Mapping[str, Schema]) -> None:
         self.relations = relations
+        # The CTEs in scope, innermost last: each WITH's names and their columns.
+        self.ctes: list[dict[str, list[tuple[str, SparkType]]]] = []
 
     # -- queries -------------------------------------------------------------------------
     def query(
@@ -189,10 +197,49 @@ class _Gate:
             inner, columns = self.query(node.this, outer)
             return _rebuilt(node, this=inner), columns
         if isinstance(node, exp.Union) and not node.args.get("distinct"):
-            return self._union(node, outer)
-        if not isinstance(node, exp.Select):
+            extra = sorted(k for k, v in node.args.items() if v and k not in _UNION_PARTS)
+            if extra:
+                raise _refuse(node, f"UNION ALL with {', '.join(extra)} (Spark only)")
+            body: Callable[[], tuple[exp.Expr, list[tuple[str, SparkType]]]] = partial(
+                self._union, node, outer
+            )
+        elif isinstance(node, exp.Select):
+            body = partial(self._select, node, outer)
+        else:
             raise _refuse(node, "a set operation or statement")
-        return self._select(node, outer)
+        with_ = node.args.get("with_")
+        if with_ is None:
+            return body()
+        return self._with(with_, body, outer)
+
+    def _with(
+        self,
+        with_: exp.With,
+        body: Callable[[], tuple[exp.Expr, list[tuple[str, SparkType]]]],
+        outer: _Scope | None,
+    ) -> tuple[exp.Expr, list[tuple[str, SparkType]]]:
+        """A query's CTEs, each gated in turn (each sees those before it), then its body,
+        which sees them all; rendered as the same WITH."""
+        if any(with_.args.get(k) for k in ("recursive", "search", "cycle", "udfs")):
+            raise _refuse(with_, "a recursive WITH")
+        frame: dict[str, list[tuple[str, SparkType]]] = {}
+        self.ctes.append(frame)
+        try:
+            ctes = []
+            for cte in with_.expressions:
+                alias = cte.args.get("alias")
+                if not isinstance(alias, exp.TableAlias) or alias.columns:
+                    raise _refuse(cte, "a CTE with column names")
+                if cte.args.get("materialized") is not None or cte.args.get("scalar"):
+                    raise _refuse(cte, "a MATERIALIZED or scalar CTE")
+                rendered, columns = self.query(cte.this, outer)
+                frame[alias.name] = columns
+                ctes.append(exp.CTE(this=rendered, alias=alias.copy()))
+            query, columns = body()
+        finally:
+            self.ctes.pop()
+        query.set("with_", exp.With(expressions=ctes))
+        return query, columns
 
     def _union(
         self, node: exp.Union, outer: _Scope | None
@@ -305,6 +352,10 @@ class _Gate:
         if isinstance(node, exp.Table):
             if node.args.get("version") or node.db or node.catalog:
                 raise _refuse(node, "a catalog table (the embedded engine reads what it holds)")
+            cte = next((f[node.name] for f in reversed(self.ctes) if node.name in f), None)
+            if cte is not None:  # a CTE's name hides a relation's
+                scope.add(alias, dict(cte))
+                return node.copy()
             schema = self.relations.get(node.name)
             if schema is None:
                 raise _refuse(node, "a relation the embedded engine does not hold")
@@ -422,6 +473,12 @@ class _Expressions:
             if pattern.fullmatch(value.this.strip()):
                 return _cast(value.copy(), target), target
             raise _refuse(node, "a date or timestamp literal that is not ISO")
+        if isinstance(value, exp.Literal) and value.is_string:
+            computed = cast_string_literal(value.this, target)
+            if computed is not None:
+                (text,) = computed
+                literal = exp.null() if text is None else exp.Literal.string(text)
+                return _cast(literal, target), target
         rendered, source = self.typed(value)
         if not _safe_cast(source, target):
             raise _refuse(node, f"CAST from {source.describe()} to {target.describe()}")
@@ -779,7 +836,9 @@ class _Expressions:
         return exp.Count(this=inner), BIGINT
 
     def count_if(self, node: exp.CountIf) -> tuple[exp.Expr, SparkType]:
-        return _cast(exp.CountIf(this=self.boolean(node.this)), BIGINT), BIGINT
+        # DuckDB's count_if of a constant NULL is NULL (Spark: 0): NULL counts as false.
+        counted = exp.Coalesce(this=self.boolean(node.this), expressions=[exp.false()])
+        return _cast(exp.CountIf(this=counted), BIGINT), BIGINT
 
     def sum(self, node: exp.Sum) -> tuple[exp.Expr, SparkType]:
         if isinstance(node.this, exp.Distinct):
