@@ -1,5 +1,6 @@
-"""Hidden state columns (sql/state.py): AVG, the deviations, SUM and vanishing groups merge
-exactly under deletes and updates, readers see only the view's columns, and MVs made
+"""Hidden state columns (sql/state.py): AVG, SUM and vanishing groups merge exactly under
+deletes and updates (DECIMAL and integer sums; floating-point ones and the deviations
+recompute their groups), readers see only the view's columns, and MVs made
 without state (or with state this icemv does not derive) keep refreshing correctly."""
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ STATS = (
     "stddev_pop(fare) AS sdp, variance(fare) AS v, var_pop(fare) AS vp "
     "FROM trips GROUP BY vendor"
 )
-GLOBAL = "SELECT count(*) AS n, avg(fare) AS mean, sum(fare) AS total FROM trips"
+# DECIMAL sums merge deletes exactly from state (a DOUBLE one would recompute its groups,
+# which a global aggregate cannot: test_floating_sums_recompute_under_deletes).
+MONEY = "CAST(fare AS DECIMAL(10,2))"
+GLOBAL = f"SELECT count(*) AS n, avg({MONEY}) AS mean, sum({MONEY}) AS total FROM trips"
 
 
 def _refresh(lakehouse: Lakehouse, mv: Identifier, mode: str = "incremental") -> None:
@@ -67,7 +71,9 @@ def test_storage_holds_state_after_the_view_columns(lakehouse: Lakehouse, namesp
     columns = lakehouse.spark.sql(f"SELECT * FROM {lakehouse.quoted(mv)}").columns
     assert columns == list(layout.view_columns)
     report = explain(lakehouse, load_materialized_view(lakehouse, mv))
-    assert report["strategy"]["deltas with deletes"] == "merge-aggregates"
+    assert report["strategy"]["insert-only deltas"] == "merge-aggregates"
+    # Deviations (and DOUBLE sums) lose digits when deleted rows are taken out.
+    assert report["strategy"]["deltas with deletes"] == "recompute-groups"
 
 
 @pytest.mark.parametrize("storage_writes", ["driver", "spark"])
@@ -96,6 +102,26 @@ def test_deletes_and_updates_merge_from_state(
     append_trips(lakehouse, namespace, [(7, "a", 1.0, D1), (8, "a", None, D2)])
     for mv in mvs:
         _refresh(lakehouse, mv)
+
+
+def test_floating_sums_recompute_under_deletes(lakehouse: Lakehouse, namespace: str) -> None:
+    """1e16 + 1 is 1e16 in a DOUBLE: taking 1e16 out of the stored sum leaves 0 where the
+    view sums to 1. Under deletes a DOUBLE sum recomputes its touched groups (right);
+    a global one, with no groups, recomputes the view."""
+    create_trips(lakehouse, namespace, rows=[(1, "a", 1e16, D1), (2, "a", 1.0, D1)])
+    grouped = _mv(lakehouse, namespace, "grouped", "SELECT vendor, sum(fare) AS s FROM trips "
+                  "GROUP BY vendor")  # fmt: skip
+    whole = Identifier((namespace,), "whole")
+    create_mv(lakehouse, whole, "SELECT sum(fare) AS s FROM trips")
+    _refresh(lakehouse, whole, "full")
+    report = explain(lakehouse, load_materialized_view(lakehouse, grouped))
+    assert report["strategy"]["deltas with deletes"] == "recompute-groups"
+    lakehouse.spark.sql(f"DELETE FROM {lakehouse.quoted(Identifier((namespace,), 'trips'))} "
+                        "WHERE id = 1")  # fmt: skip
+    _refresh(lakehouse, grouped)  # incremental, and equal to the oracle: 1.0
+    result = refresh_mv(lakehouse, whole)
+    assert (result.mode, result.reason) == ("full", "no-group-keys"), result
+    assert_matches_oracle(lakehouse, whole)
 
 
 def test_decimal_average_keeps_spark_precision(lakehouse: Lakehouse, namespace: str) -> None:

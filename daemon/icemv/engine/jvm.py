@@ -164,3 +164,31 @@ def is_commit_conflict(exc: BaseException) -> bool:
         java = java.getCause()
         seen += 1
     return False
+
+
+# Java exceptions that, raised while Spark plans a query icemv built, are Spark failing on
+# a valid query (its analyzer or optimizer), not the data or the cluster.
+_PLANNING_BUG_CLASSES = frozenset(
+    {
+        "java.util.NoSuchElementException",
+        "java.lang.IllegalStateException",
+        "java.lang.AssertionError",
+        "java.lang.NullPointerException",
+        "scala.MatchError",
+    }
+)
+
+
+def planning_failure(exc: BaseException) -> str | None:
+    """One line saying how Spark failed to plan a query, when `exc` is Spark's own bug
+    (an `[INTERNAL_ERROR]`, or one of the exceptions above thrown while planning); None
+    for anything else (a job that failed on data or on the cluster, an I/O error)."""
+    text = str(exc)
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    name = str(java.getClass().getName()) if java is not None else ""
+    planning = "QueryExecution" in text and name in _PLANNING_BUG_CLASSES
+    if "[INTERNAL_ERROR]" not in text and not planning:
+        return None
+    message = str(java.getMessage()) if java is not None else text
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    return f"{name or type(exc).__name__}: {first[:200]}"

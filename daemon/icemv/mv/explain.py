@@ -28,9 +28,13 @@ CHANGE_SETS = (
 
 
 def explain_analysis(
-    analysis: IvmAnalysis, policy: str, state: Sequence[StateColumn] = ()
+    analysis: IvmAnalysis,
+    policy: str,
+    state: Sequence[StateColumn] = (),
+    floating: bool = False,
 ) -> dict[str, Any]:
-    """`state`: the hidden state columns the storage table keeps for the view."""
+    """`state`: the hidden state columns the storage table keeps for the view;
+    `floating`: its sums add floating-point values (mv/layout.py)."""
     report: dict[str, Any] = {
         "incremental": analysis.maintainable and policy != "full",
         "policy": policy,
@@ -66,7 +70,7 @@ def explain_analysis(
         stateful = bool(state)
         report["strategy"] = {
             "insert-only deltas": analysis.aggregate_strategy(False, stateful),
-            "deltas with deletes": analysis.aggregate_strategy(True, stateful),
+            "deltas with deletes": analysis.aggregate_strategy(True, stateful, floating),
         }
         if analysis.grouping_sets:
             report["grouping-sets"] = (
@@ -118,8 +122,9 @@ def explain(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
     reads = CatalogReads(lakehouse)
     analysis = analyse(reads, mv.sql, mv.version.default_namespace or mv.identifier.namespace)
     policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
-    state = StorageLayout.of(reads.load_table(mv.storage)).state_of(analysis)
-    report = {"name": mv.identifier.dotted, **explain_analysis(analysis, policy, state)}
+    layout = StorageLayout.of(reads.load_table(mv.storage))
+    state, floating = layout.state_of(analysis), layout.floating_sums(analysis)
+    report = {"name": mv.identifier.dotted, **explain_analysis(analysis, policy, state, floating)}
     quarantine = quarantined_rule(reads, mv)
     if quarantine is not None:
         report["quarantined"] = quarantine

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyiceberg.table import Table
-from pyiceberg.types import DecimalType, DoubleType, IcebergType, LongType
+from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, LongType
 
 from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
@@ -21,10 +21,12 @@ from icemv.lakehouse import Lakehouse
 from icemv.sql.analysis import AggregateAnalysis, IvmAnalysis
 from icemv.sql.pinning import pin_tables
 from icemv.sql.state import (
+    DEVIATIONS,
     STATE_PREFIX,
     StateColumn,
     aggregate_state,
     is_state_column,
+    state_name,
     state_query,
 )
 
@@ -55,6 +57,24 @@ class StorageLayout:
         decimal_sums = {n for n in self.state_columns if isinstance(self.types[n], DecimalType)}
         state = aggregate_state(analysis, decimal_sums)
         return state if tuple(c.name for c in state) == self.state_columns else ()
+
+    def floating_sums(self, analysis: IvmAnalysis) -> bool:
+        """Whether the view's SUMs, AVGs (their hidden sums; without state, AVG recomputes
+        anyway) or deviations add floating-point values (`aggregate_strategy`'s
+        `floating`): a deviation always does, a SUM or AVG when its column is a DOUBLE or
+        FLOAT (AVG of integers sums as DOUBLE, as Spark's does)."""
+        if not isinstance(analysis, AggregateAnalysis):
+            return False
+        for aggregate in analysis.aggregates:
+            if aggregate.func in DEVIATIONS:
+                return True
+            if aggregate.func not in ("sum", "avg"):
+                continue
+            column = self.view_columns[aggregate.position]
+            name = state_name("sum", column) if aggregate.func == "avg" else column
+            if isinstance(self.types.get(name), (FloatType, DoubleType)):
+                return True
+        return False
 
     def state_placeholders(self) -> list[tuple[str, str]]:
         """(name, Spark SQL type) of each state column, for a NULL filler."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from icemv.engine.jvm import planning_failure
 from icemv.errors import EngineRefusedError, FullRefreshRequiredError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
@@ -101,8 +102,16 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
                 views = SparkExecutor(spark)
                 spark_parts.callback(views.drop)
                 reader = spark_parts.enter_context(change_reader(spark, lakehouse.catalog_name))
-                inputs = _spark_inputs(plan, reader, views, target, phases)
-                patch = _patch(plan, views, inputs, target)
+                try:
+                    inputs = _spark_inputs(plan, reader, views, target, phases)
+                    patch = _patch(plan, views, inputs, target)
+                except Exception as error:  # Spark failing to plan a delta: recompute
+                    failure = planning_failure(error)
+                    if failure is None:
+                        raise
+                    raise FullRefreshRequiredError(
+                        RefreshReason.DELTA_FAILED, f"Spark could not plan the delta: {failure}"
+                    ) from error
                 scanned = reader.records_scanned
                 engine = SPARK
                 if isinstance(plan.analysis, RowsAnalysis) and plan.analysis.top_n is not None:
@@ -250,7 +259,7 @@ def _shaped(
         new_query = inputs.pinned(state_query(analysis, state), inputs.new)
         return recompute_groups_patch(views, analysis, pre_delta, new_query, outputs, target)
 
-    if analysis.aggregate_strategy(with_deletes, stateful=bool(state)) == "merge-aggregates":
+    if plan.aggregate_strategy() == "merge-aggregates":
         types = plan.base.layout.types
         return merge_aggregates_patch(
             views, analysis, pre_delta, outputs, target, with_deletes, recompute, state, types

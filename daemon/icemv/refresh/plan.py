@@ -32,6 +32,7 @@ from icemv.spec.refresh_state import RefreshState
 from icemv.spec.summary import TOTAL_RECORDS, RefreshReason, summary_of
 from icemv.sql.analysis import (
     AggregateAnalysis,
+    AggregateStrategy,
     IvmAnalysis,
     MaintainableAnalysis,
     NotMaintainable,
@@ -145,8 +146,18 @@ class IncrementalPlan:
         analysis = self.analysis
         if isinstance(analysis, RowsAnalysis):
             return "top-n" if analysis.top_n is not None else "row-deltas"
-        stateful = bool(self.base.state_columns)
-        return f"aggregate-{analysis.aggregate_strategy(self.with_deletes, stateful)}"
+        return f"aggregate-{self.aggregate_strategy()}"
+
+    def aggregate_strategy(self) -> AggregateStrategy:
+        """How an aggregate view's delta is applied, for this refresh's changes and the
+        storage table's state columns and types."""
+        analysis = self.analysis
+        assert isinstance(analysis, AggregateAnalysis)
+        return analysis.aggregate_strategy(
+            self.with_deletes,
+            stateful=bool(self.base.state_columns),
+            floating=self.base.layout.floating_sums(analysis),
+        )
 
     @property
     def with_deletes(self) -> bool:
@@ -163,9 +174,9 @@ class IncrementalPlan:
         columns = tuple(f.name for f in table.schema().fields)
         analysis, keyed = self.analysis, self.analysis.keyed is not None
         read = change_read(analysis.query, source, columns, keyed)
-        recomputes = isinstance(analysis, AggregateAnalysis) and (
-            analysis.aggregate_strategy(self.with_deletes, stateful=bool(self.base.state_columns))
-            == "recompute-groups"
+        recomputes = (
+            isinstance(analysis, AggregateAnalysis)
+            and self.aggregate_strategy() == "recompute-groups"
         )
         return replace(read, cancel=not nets_at_once(analysis.query, keyed, recomputes))
 

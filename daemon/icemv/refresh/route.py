@@ -166,9 +166,8 @@ def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
     if not isinstance(analysis, AggregateAnalysis) and analysis.top_n is not None:
         return "a top-N view"
     base = plan.base
-    recomputes = isinstance(analysis, AggregateAnalysis) and (
-        analysis.aggregate_strategy(plan.with_deletes, bool(base.state_columns))
-        != "merge-aggregates"
+    recomputes = (
+        isinstance(analysis, AggregateAnalysis) and plan.aggregate_strategy() != "merge-aggregates"
     )
     source = base.reads.load_table(identifier)
     if change.kind != "append-only":  # the rows that changed are known once read
@@ -326,11 +325,15 @@ def _gate(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> 
 
 def _file_filter(plan: IncrementalPlan, identifier: Identifier) -> tuple[exp.Expr | None, str]:
     """A one-table view's WHERE and its table's alias (filtering each file read is the
-    filter of the rows read); None for a view of several tables."""
+    filter of the rows read); None for a view of several tables, or one whose WHERE is
+    over a CTE or derived table (its names are the inner query's outputs, not the
+    table's columns: `WITH c AS (SELECT x AS day FROM f) ... WHERE day > 5`)."""
     query = plan.analysis.query
     tables = list(query.find_all(exp.Table))
     where = query.args.get("where") if isinstance(query, exp.Select) else None
     if len(tables) != 1 or where is None or source_of(tables[0]) != identifier:
+        return None, ""
+    if tables[0].parent_select is not query:
         return None, ""
     return where.this.copy(), tables[0].alias_or_name
 

@@ -90,6 +90,7 @@ class RefreshReason(StrEnum):
     SOURCES_CHANGED = "sources-changed"
     DELTA_TOO_LARGE = "delta-too-large"
     STORAGE_INCONSISTENT = "storage-inconsistent"
+    DELTA_FAILED = "delta-failed"
     NO_GROUP_KEYS = "no-group-keys"
     # The storage table holds state columns this icemv does not derive for the view.
     STATE_UNKNOWN = "state-unknown"

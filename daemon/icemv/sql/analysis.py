@@ -147,16 +147,24 @@ class AggregateAnalysis:
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
-    def aggregate_strategy(self, with_deletes: bool, stateful: bool = False) -> AggregateStrategy:
+    def aggregate_strategy(
+        self, with_deletes: bool, stateful: bool = False, floating: bool = False
+    ) -> AggregateStrategy:
         """Merge from the delta when the stored values suffice, else recompute the groups.
 
         `stateful`: the storage table has the hidden state columns (sql/state.py), so AVG,
         the deviations, a SUM losing its last input and a group losing its last row merge
         exactly; MIN/MAX under deletes, the aggregates of `_RECOMPUTED`, grouping sets,
-        HAVING and derived columns still recompute the touched groups.
+        HAVING and derived columns still recompute the touched groups. `floating`: a SUM
+        or AVG adds floating-point values, or a deviation keeps its (floating-point) M2
+        (mv/layout.py says from the storage types): taking deleted rows out of such a sum
+        cancels digits (1e16 + 1 - 1e16 is 0; a group left with one value keeps an M2 of
+        rounding error where Spark computes 0), so deletes recompute the touched groups.
         """
         funcs = {a.func for a in self.aggregates}
         if self.having or self.derived or self.grouping_sets or funcs & _RECOMPUTED:
+            return "recompute-groups"
+        if with_deletes and floating:
             return "recompute-groups"
         if stateful:
             if with_deletes and funcs & {"min", "max"}:

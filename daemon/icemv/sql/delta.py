@@ -205,10 +205,19 @@ def _restricted(
     keys: TouchedKeys,
 ) -> exp.Query:
     """A copy reading each table at its pin, only the rows whose key is in K: an exact
-    null-safe semi join, and the bounds (if any suit the column) for Iceberg to prune by."""
+    null-safe semi join, and the bounds (if any suit the column) for Iceberg to prune by.
+
+    A table read by a subquery expression (scalar, EXISTS, IN) is read whole at its pin:
+    the subquery's value for a kept row is then its value in the view, so the rows kept
+    are exactly the view's rows with a key in K, as for the tables of the FROM clauses
+    (restricting it too would only be cheaper, and Spark 3.5 fails to decorrelate a
+    correlated subquery over a semi join: `key not found`)."""
     restricted = query.copy()
     for table in list(restricted.find_all(exp.Table)):
         source, alias, key = _identifier(table), table.alias_or_name, table.meta[KEY_META]
+        if _in_subquery_expression(table):
+            table.replace(inputs.table(source, pins[source], alias))
+            continue
         column = exp.column(key, table=alias, quoted=True)
         on = exp.NullSafeEQ(
             this=column.copy(), expression=exp.column(KEY, table=keys.view, quoted=True)
@@ -231,6 +240,21 @@ def _restricted(
             )
         )
     return restricted
+
+
+def _in_subquery_expression(table: exp.Table) -> bool:
+    """Whether `table` is read by a subquery used as a value or a predicate (not as a
+    relation of a FROM, a join, a set operation or a CTE)."""
+    node: exp.Expr | None = table.parent
+    while node is not None:
+        if isinstance(node, exp.Exists):
+            return True
+        if isinstance(node, exp.Subquery) and not isinstance(
+            node.parent, (exp.From, exp.Join, exp.SetOperation, exp.CTE, exp.Lateral)
+        ):
+            return True
+        node = node.parent
+    return False
 
 
 def _weighted(query: exp.Query, weight: int) -> exp.Select:

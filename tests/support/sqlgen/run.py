@@ -228,7 +228,7 @@ def _refresh_and_check(
             stats.spark_bugs += 1
             stats.spark_bug_example = stats.spark_bug_example or view.sql
             raise _SparkBug from error
-        return "refresh raised:\n" + traceback.format_exc(limit=6)
+        return "refresh raised:\n" + traceback.format_exc()
     stats.refreshes += 1
     stats.modes[str(result.mode.value)] += 1
     if result.engine:

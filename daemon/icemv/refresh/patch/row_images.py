@@ -14,6 +14,7 @@ import struct
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +31,7 @@ from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.types import DoubleType, FloatType
+from pyiceberg.types import DecimalType, DoubleType, FloatType
 
 from icemv.errors import FullRefreshRequiredError
 from icemv.refresh.commit.driver import conform_to_storage
@@ -96,8 +97,11 @@ def files_admitting(
 ) -> list[tuple[DataFile, pa.Table]] | None:
     """The data files (and their rows, read whole) whose column bounds may hold some row
     of `probe` (storage columns, any subset); None when they hold more than `max_rows`."""
-    scan = storage.scan(snapshot_id=snapshot_id, row_filter=bounds_filter(probe))
-    tasks = list(scan.plan_files())
+    try:
+        bounds = bounds_filter(probe, storage.schema())
+        tasks = list(storage.scan(snapshot_id=snapshot_id, row_filter=bounds).plan_files())
+    except ValueError:  # a value pyiceberg cannot compare with the column: every file
+        tasks = list(storage.scan(snapshot_id=snapshot_id).plan_files())
     if sum(task.file.record_count for task in tasks) > max_rows:
         return None
     reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
@@ -164,8 +168,10 @@ _PRUNABLE = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string,
 _EXACT = (*_PRUNABLE, pa.types.is_boolean)
 
 
-def bounds_filter(negatives: pa.Table) -> BooleanExpression:
-    """Rows that may equal one of `negatives`: per column, within its min..max or NULL."""
+def bounds_filter(negatives: pa.Table, schema: Schema | None = None) -> BooleanExpression:
+    """Rows that may equal one of `negatives`: per column, within its min..max or NULL.
+    With the storage `schema`, a DECIMAL bound of another scale is widened to the
+    column's (pyiceberg compares a DECIMAL only at its column's scale)."""
     terms: list[BooleanExpression] = []
     for name, column in zip(negatives.column_names, negatives.columns, strict=True):
         if not any(check(column.type) for check in _PRUNABLE):
@@ -175,9 +181,15 @@ def bounds_filter(negatives: pa.Table) -> BooleanExpression:
         if not values:
             terms.append(IsNull(term=name))
             continue
+        low, high = min(values), max(values)
+        field = schema.find_field(name) if schema is not None else None
+        if field is not None and isinstance(field.field_type, DecimalType):
+            step = Decimal(1).scaleb(-field.field_type.scale)
+            low = Decimal(low).quantize(step, rounding=ROUND_FLOOR)
+            high = Decimal(high).quantize(step, rounding=ROUND_CEILING)
         term: BooleanExpression = And(
-            GreaterThanOrEqual(term=name, value=min(values)),
-            LessThanOrEqual(term=name, value=max(values)),
+            GreaterThanOrEqual(term=name, value=low),
+            LessThanOrEqual(term=name, value=high),
         )
         terms.append(Or(IsNull(term=name), term) if has_null else term)
     bounds: BooleanExpression = AlwaysTrue()
