@@ -151,6 +151,7 @@ QUERIES = [
         "d AS (SELECT f, t * 2 AS u FROM c) "
         "SELECT e.r AS k, d.u AS a FROM edge e JOIN d ON e.f = d.f",
         "WITH c AS (SELECT r, i FROM edge) SELECT r AS k FROM c UNION ALL SELECT i AS k FROM c",
+        "WITH c (k, a) AS (SELECT r, s FROM edge) SELECT c.k AS k, c.a AS a FROM c",
         "SELECT r AS k FROM edge e WHERE EXISTS "
         "(WITH c AS (SELECT i FROM edge) SELECT 1 FROM c WHERE c.i = e.i)",
     ]),

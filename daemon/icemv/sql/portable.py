@@ -45,8 +45,8 @@ Where the engines differ, and what the gate does about it:
   in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` only
   under AND/OR in a WHERE, where its truth alone counts (elsewhere Spark gives FALSE where
   SQL, and DuckDB, give NULL).
-- WITH: each CTE gated like a query, its name hiding a relation's (recursive WITH and
-  CTE column lists refused).
+- WITH: each CTE gated like a query (a column list renames its columns), its name hiding
+  a relation's; recursive WITH refused.
 - set operations other than UNION ALL, complex types, functions not listed here: refused.
 Pure: sqlglot trees and types only.
 """
@@ -228,11 +228,16 @@ class _Gate:
             ctes = []
             for cte in with_.expressions:
                 alias = cte.args.get("alias")
-                if not isinstance(alias, exp.TableAlias) or alias.columns:
-                    raise _refuse(cte, "a CTE with column names")
+                if not isinstance(alias, exp.TableAlias):
+                    raise _refuse(cte, "a CTE without a name")
                 if cte.args.get("materialized") is not None or cte.args.get("scalar"):
                     raise _refuse(cte, "a MATERIALIZED or scalar CTE")
                 rendered, columns = self.query(cte.this, outer)
+                names = [c.name for c in alias.columns]
+                if names:  # `WITH c (a, b) AS (...)`: the list names the columns
+                    if len(names) != len(columns):
+                        raise _refuse(cte, "a CTE column list of another width")
+                    columns = [(n, kind) for n, (_, kind) in zip(names, columns, strict=True)]
                 frame[alias.name] = columns
                 ctes.append(exp.CTE(this=rendered, alias=alias.copy()))
             query, columns = body()
