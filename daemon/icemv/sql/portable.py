@@ -228,6 +228,8 @@ class _Gate:
             ctes = []
             for cte in with_.expressions:
                 alias = cte.args.get("alias")
+                if isinstance(alias, exp.Identifier):  # as sqlglot's `with_` builder sets it
+                    alias = exp.TableAlias(this=alias.copy())
                 if not isinstance(alias, exp.TableAlias):
                     raise _refuse(cte, "a CTE without a name")
                 if cte.args.get("materialized") is not None or cte.args.get("scalar"):
