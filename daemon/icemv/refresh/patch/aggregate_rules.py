@@ -19,6 +19,10 @@ as Spark's AVG does, `sum / CAST(count AS DECIMAL(20, 0))` cast to its type, whi
 exact when that division keeps at least AVG's places and the digits it rounds are not
 exactly half a unit (a group where they are is recomputed); otherwise the touched groups
 are recomputed (`recompute` says why).
+
+Floating-point SUM/AVG and the deviations merge appends only: under deletes the strategy
+(`AggregateAnalysis.aggregate_strategy`, `floating`) recomputes their groups, since taking
+rows out of a floating-point sum or M2 cancels digits.
 """
 
 from __future__ import annotations

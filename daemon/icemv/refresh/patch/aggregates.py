@@ -5,7 +5,17 @@ Two strategies (`AggregateAnalysis.aggregate_strategy` chooses):
     keys, one rule per aggregate function (aggregate_rules.py);
   - recompute-groups: the groups the delta touches are recomputed from the view query
     (with its state columns) at the new source snapshots: COUNT DISTINCT, HAVING, derived
-    columns, MIN/MAX under deletes, and without state AVG and the deviations.
+    columns, MIN/MAX under deletes, floating-point SUM/AVG and the deviations under
+    deletes, and without state AVG and the deviations.
+
+Why exact: a group's value depends only on its own input rows. Merging is exact when each
+rule's stored value plus the delta's equals the aggregate over the new rows (integer and
+DECIMAL addition are exact; floating-point subtraction is not, hence recompute under
+deletes). Recomputing is exact because the touched groups are exactly the group keys of
+the delta rows, each re-evaluated whole by the view query at the new snapshots, and an
+untouched group's inputs did not change. With the embedded engine the storage rows of
+the touched groups are held from the files whose column bounds admit their keys (every
+row of those groups is in them), and only those files are rewritten.
 
 GROUPING SETS / ROLLUP / CUBE are a union of groupings: a storage row is one group of one
 grouping, named by its key values (NULL where rolled up) and the hidden grouping id

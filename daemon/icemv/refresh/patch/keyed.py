@@ -4,6 +4,13 @@ Matched storage rows are deleted or updated, unmatched source rows inserted: a S
 MERGE, or, when the storage table is small, the whole new storage content computed by
 one Spark query and committed from the driver. Either way the counts of what the patch
 does are known before the commit, so that they go into it.
+
+Why exact: the source rows are unique by the match keys (one per touched group or key),
+so each storage row matches at most one source row, and every stored row whose key the
+delta touches is matched: MERGE and the driver rewrite then leave exactly the untouched
+rows, the updated ones and the inserted ones. The driver rewrite reads the storage at the
+planned snapshot (or the files the executor holds: those whose bounds admit the keys), and
+the commit asserts the storage has not moved since.
 """
 
 from __future__ import annotations

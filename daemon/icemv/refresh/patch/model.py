@@ -5,7 +5,9 @@ A patch is one of two writes, chosen when it is prepared:
   - `DriverPatch`: Arrow rows committed from the driver by pyiceberg, replacing some
     storage data files (none for an append).
 Row counts are None when computing them up front would cost a Spark job of its own: then
-Iceberg's summary of the same commit has them.
+Iceberg's summary of the same commit has them. `PatchTarget.held` names the storage
+rows the embedded engine read (the files admitting the touched keys): a driver patch then
+replaces only those files, so rows outside them stay as committed.
 """
 
 from __future__ import annotations
