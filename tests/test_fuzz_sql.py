@@ -62,6 +62,7 @@ def test_generated_views_match_the_oracle(
             "modes": dict(total.modes),
             "engines": dict(total.engines),
             "spark_because": dict(total.spark_reasons),
+            "spark_because_examples": total.spark_reason_examples,
             "full_by_reason": dict(total.full_reasons),
             "never_incremental_by_reason": dict(total.refused_views),
             "failures": total.failures,

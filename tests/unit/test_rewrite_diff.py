@@ -82,10 +82,22 @@ def _assert_same_net(old: pa.Table, new: pa.Table) -> None:
     assert old.num_rows - gone.num_rows == new.num_rows - came.num_rows
 
 
-@given(st.lists(st.integers(0, 3), max_size=30), st.lists(st.integers(0, 3), max_size=30))
-def test_any_two_files_keep_their_net_difference(old: list[int], new: list[int]) -> None:
-    """Whatever the files hold (duplicates, reordering), what is left nets as they do."""
-    _assert_same_net(_rows(list(old)), _rows(list(new)))
+@given(
+    st.lists(st.integers(0, 3), max_size=30),
+    st.lists(st.integers(0, 3), max_size=30),
+    st.integers(1, 7),
+    st.integers(1, 7),
+)
+def test_any_two_files_keep_their_net_difference(
+    old: list[int], new: list[int], old_chunk: int, new_chunk: int
+) -> None:
+    """Whatever the files hold (duplicates, reordering), what is left nets as they do;
+    files come in chunks as read, each its own chunking."""
+    _assert_same_net(_chunked(_rows(list(old)), old_chunk), _chunked(_rows(list(new)), new_chunk))
+
+
+def _chunked(table: pa.Table, size: int) -> pa.Table:
+    return pa.Table.from_batches(table.to_batches(max_chunksize=size), schema=table.schema)
 
 
 @given(

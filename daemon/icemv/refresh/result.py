@@ -31,8 +31,9 @@ class RefreshResult:
     phase_seconds: Mapping[str, float] = field(default_factory=dict)
     # When each phase ran: (start, end) in epoch seconds.
     phase_spans: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    # Who computed the delta: `arrow` (on the driver, no Spark job) or `spark`; None for
-    # a refresh without a delta (full, skipped, no-op). When Spark, why not Arrow.
+    # Who computed the delta: `duckdb` (the embedded engine on the driver, no Spark job) or
+    # `spark`; None for a refresh without a delta (full, skipped, no-op). When Spark, why
+    # not the embedded engine.
     engine: str | None = None
     engine_reason: str | None = None
     # The delta rule this refresh found wrong and quarantined (refresh/incident.py).

@@ -74,6 +74,7 @@ from icemv.sql.spark_types import (
     STRING,
     TIMESTAMP,
     SparkType,
+    built,
     common,
     decimal_type,
     of_literal,
@@ -99,14 +100,14 @@ def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
     A tree means what Spark runs: a node's flags are read as Spark's parser sets them
     (GREATEST ignores NULLs whether or not the node says so)."""
     rendered, columns = _Gate(relations).query(query)
-    return Portable(rendered.sql(dialect="duckdb"), tuple(columns))
+    return Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))
 
 
 def duckdb_type(spark: SparkType) -> exp.DataType:
     if spark.kind == "timestamp":
-        return exp.DataType.build("TIMESTAMPTZ")
+        return built("TIMESTAMPTZ", None)
     if spark.kind == "timestamp_ntz":
-        return exp.DataType.build("TIMESTAMP")
+        return built("TIMESTAMP", None)
     return spark.build()
 
 
@@ -473,7 +474,7 @@ class _Expressions:
 
     # -- casts -------------------------------------------------------------------------
     def cast(self, node: exp.Cast) -> tuple[exp.Expr, SparkType]:
-        target = _spark_type(node.to)
+        target = spark_type_of(node.to)
         value = node.this
         if isinstance(value, exp.Literal) and value.is_string and target in (DATE, TIMESTAMP):
             pattern = _DATE_LITERAL if target == DATE else _TIMESTAMP_LITERAL
@@ -880,12 +881,12 @@ def _text_key(expr: _Expressions, key: exp.Expr) -> exp.Expr | None:
     """A GROUP BY key that is a floating-point value's text (sql/net.py's identity):
     each engine's text tells the same values apart (-0.0 from 0.0, NaN one), and the text
     is never output, so the engines' different spellings do not matter."""
-    if not (isinstance(key, exp.Cast) and _spark_type(key.to) == STRING):
+    if not (isinstance(key, exp.Cast) and spark_type_of(key.to) == STRING):
         return None
     rendered, kind = expr.typed(key.this)
     if not kind.floating:
         return None
-    return exp.Cast(this=rendered, to=exp.DataType.build("VARCHAR"))
+    return exp.Cast(this=rendered, to=built("VARCHAR", None))
 
 
 def _as_decimal(node: exp.Expr, kind: SparkType) -> DecimalType:
@@ -898,20 +899,40 @@ def _as_decimal(node: exp.Expr, kind: SparkType) -> DecimalType:
     return kind.decimal()
 
 
-def _spark_type(data_type: exp.DataType) -> SparkType:
-    text = data_type.sql(dialect="spark").upper()
-    simple = {"BOOLEAN": BOOLEAN, "INT": INT, "BIGINT": BIGINT, "DOUBLE": DOUBLE,
-              "STRING": STRING, "DATE": DATE, "TIMESTAMP": TIMESTAMP,
-              "TINYINT": SparkType("tinyint"), "SMALLINT": SparkType("smallint"),
-              "FLOAT": SparkType("float"), "TIMESTAMP_NTZ": SparkType("timestamp_ntz")}  # fmt: skip
-    if text in simple:
-        return simple[text]
+_SIMPLE_TYPES = {
+    "BOOLEAN": BOOLEAN, "INT": INT, "BIGINT": BIGINT, "DOUBLE": DOUBLE, "STRING": STRING,
+    "DATE": DATE, "TIMESTAMP": TIMESTAMP, "TINYINT": SparkType("tinyint"),
+    "SMALLINT": SparkType("smallint"), "FLOAT": SparkType("float"),
+    "TIMESTAMP_NTZ": SparkType("timestamp_ntz"),
+}  # fmt: skip
+
+
+def spark_type_of(data_type: exp.DataType) -> SparkType:
+    if set(data_type.args) == {"this"}:  # a bare type: by its kind, as its text would say
+        known = _BARE_TYPES.get(data_type.this)
+        if known is not None:
+            return known
+    return spark_type_of_text(data_type.sql(dialect="spark").upper())
+
+
+def spark_type_of_text(text: str) -> SparkType:
+    if text in _SIMPLE_TYPES:
+        return _SIMPLE_TYPES[text]
     match = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", text)
     if match:
         return SparkType("decimal", int(match.group(1)), int(match.group(2)))
     if text == "DECIMAL":
         return SparkType("decimal", 10, 0)
     return SparkType("complex")
+
+
+# The bare kinds whose Spark text names one of the simple types (rendering a type is a
+# generator pass; the gate reads hundreds of them per tree).
+_BARE_TYPES = {
+    kind: _SIMPLE_TYPES[text]
+    for kind in exp.DataType.Type
+    if (text := exp.DataType(this=kind).sql(dialect="spark").upper()) in _SIMPLE_TYPES
+}
 
 
 def _safe_cast(source: SparkType, target: SparkType) -> bool:
@@ -946,15 +967,15 @@ def _ascii_only(value: exp.Expr, computed: exp.Expr) -> exp.Expr:
 
 
 def _pow10(n: int) -> exp.Expr:
-    return exp.Cast(this=exp.Literal.number(10**n), to=exp.DataType.build("HUGEINT"))
+    return exp.Cast(this=exp.Literal.number(10**n), to=built("HUGEINT", None))
 
 
 def _unscaled(value: exp.Expr, kind: DecimalType) -> exp.Expr:
     """The DECIMAL's digits as an integer: value * 10^scale, exactly (HUGEINT)."""
     shift = exp.Cast(this=exp.Literal.number(10**kind.scale),
-                     to=exp.DataType.build(f"DECIMAL({kind.scale + 1}, 0)"))  # fmt: skip
+                     to=built(f"DECIMAL({kind.scale + 1}, 0)", None))  # fmt: skip
     return exp.Cast(this=exp.Mul(this=exp.Paren(this=value), expression=shift),
-                    to=exp.DataType.build("HUGEINT"))  # fmt: skip
+                    to=built("HUGEINT", None))  # fmt: skip
 
 
 def _decimal_division(
@@ -986,8 +1007,8 @@ def _decimal_division(
     )  # fmt: skip
     sign = exp.Mul(this=exp.Sign(this=numerator.copy()), expression=exp.Sign(this=denominator))
     digits = exp.Cast(this=exp.Mul(this=magnitude, expression=sign),
-                      to=exp.DataType.build("DECIMAL(38, 0)"))  # fmt: skip
-    unit = exp.DataType.build(f"DECIMAL({result.scale + 1}, {result.scale})")
+                      to=built("DECIMAL(38, 0)", None))  # fmt: skip
+    unit = built(f"DECIMAL({result.scale + 1}, {result.scale})", None)
     scale = exp.Cast(this=exp.Literal.string(f"1e-{result.scale}"), to=unit)
     value = exp.Mul(this=digits, expression=scale) if result.scale else digits
     return _cast(exp.Paren(this=value), decimal_type(result))
@@ -1004,7 +1025,7 @@ def _half_way(gate: _Expressions, node: exp.RegexpLike) -> tuple[exp.Expr, Spark
         and isinstance(inner, exp.Cast) and isinstance(inner.this, exp.Cast)
     ):  # fmt: skip
         raise _refuse(node, "a regular expression (Spark only)")
-    decimal = _spark_type(inner.this.to)
+    decimal = spark_type_of(inner.this.to)
     rendered, _ = gate.typed(inner.this)
     if decimal.kind != "decimal":
         raise _refuse(node, "a regular expression (Spark only)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
 import pyarrow as pa
 from sqlglot import exp
@@ -60,10 +61,21 @@ class SparkType:
         return _SQL[self.kind]
 
     def build(self) -> exp.DataType:
-        return exp.DataType.build(self.sql(), dialect="spark")
+        return built(self.sql())
 
     def describe(self) -> str:
         return self.sql().lower() if self.kind in _SQL or self.kind == "decimal" else self.kind
+
+
+def built(text: str, dialect: str | None = "spark") -> exp.DataType:
+    """The type `text` names, parsed once per process: a copy of the parsed tree (a node
+    belongs to one tree; copying is several times cheaper than parsing)."""
+    return _parsed(text, dialect).copy()
+
+
+@lru_cache(maxsize=512)
+def _parsed(text: str, dialect: str | None) -> exp.DataType:
+    return exp.DataType.build(text, dialect=dialect)
 
 
 def decimal_type(value: decimals.DecimalType) -> SparkType:

@@ -76,6 +76,7 @@ class Stats:
     engines: Counter[str] = field(default_factory=Counter)
     # Why Spark computed a delta the embedded engine did not (the reason's first words).
     spark_reasons: Counter[str] = field(default_factory=Counter)
+    spark_reason_examples: dict[str, str] = field(default_factory=dict)  # the whole reason
     refused_views: Counter[str] = field(default_factory=Counter)  # views never incremental
     failures: list[str] = field(default_factory=list)
 
@@ -89,6 +90,8 @@ class Stats:
         self.full_reasons.update(other.full_reasons)
         self.engines.update(other.engines)
         self.spark_reasons.update(other.spark_reasons)
+        for reason, example in other.spark_reason_examples.items():
+            self.spark_reason_examples.setdefault(reason, example)
         self.refused_views.update(other.refused_views)
         self.failures += other.failures
 
@@ -234,7 +237,9 @@ def _refresh_and_check(
     if result.engine:
         stats.engines[result.engine] += 1
     if result.engine == "spark" and result.engine_reason:
-        stats.spark_reasons[" ".join(result.engine_reason.split()[:4])] += 1
+        reason = " ".join(result.engine_reason.split()[:4])
+        stats.spark_reasons[reason] += 1
+        stats.spark_reason_examples.setdefault(reason, result.engine_reason[:300])
     if not first:
         if result.mode in ("incremental", "no-op"):
             view.incremental = True

@@ -38,24 +38,24 @@ MAX_STEPS = 512  # differences walked in one pair of files (each ~0.1-0.5 ms)
 _PROJECTED_AFTER = 64  # steps after which the walk's rate projects the total
 
 
-def bit_key(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
+def bit_key(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | None:
     """A column as a key that keeps apart exactly what differs: floats by their bits
-    (-0.0 is not 0.0); None where Arrow cannot compare or group the type so."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    kind = array.type
-    if pa.types.is_float64(kind):
-        return array.view(pa.int64())
-    if pa.types.is_float32(kind):
-        return array.view(pa.int32())
+    (-0.0 is not 0.0); None where Arrow cannot compare or group the type so. Chunked as
+    read (joining a million-row file's chunks is a copy; the kernels take chunks)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    kind = column.type
     if pa.types.is_nested(kind) or pa.types.is_float16(kind) or pa.types.is_dictionary(kind):
         return None
-    return array
+    bits = pa.int64() if pa.types.is_float64(kind) else pa.int32()
+    if pa.types.is_floating(kind):
+        return pa.chunked_array([chunk.view(bits) for chunk in chunks], type=bits)
+    return pa.chunked_array(chunks, type=kind)
 
 
 class _Keys:
     """A file's rows and, computed once, each column as a bit key (see `bit_key`)."""
 
-    def __init__(self, rows: pa.Table, keys: list[pa.Array]) -> None:
+    def __init__(self, rows: pa.Table, keys: list[pa.ChunkedArray]) -> None:
         self.rows = rows
         self.keys = keys
         self.num_rows = rows.num_rows
@@ -67,9 +67,9 @@ class _Keys:
             return None
         return _Keys(rows, [key for key in keys if key is not None])
 
-    def aligned(self, at: int, other: _Keys, other_at: int, size: int) -> pa.Array:
+    def aligned(self, at: int, other: _Keys, other_at: int, size: int) -> pa.ChunkedArray:
         """Per row of `size`, whether self[at + k] is identical to other[other_at + k]."""
-        equal: pa.Array | None = None
+        equal: pa.ChunkedArray | None = None
         for mine, theirs in zip(self.keys, other.keys, strict=True):
             left, right = mine.slice(at, size), theirs.slice(other_at, size)
             same = pc.equal(left, right)
@@ -77,13 +77,13 @@ class _Keys:
                 both_null = pc.and_(pc.is_null(left), pc.is_null(right))
                 same = pc.or_(pc.fill_null(same, False), both_null)
             equal = same if equal is None else pc.and_(equal, same)
-        return equal if equal is not None else pa.repeat(pa.scalar(True), size)
+        return equal if equal is not None else pa.chunked_array([pa.repeat(pa.scalar(True), size)])
 
     def find(self, start: int, size: int, other: _Keys, at: int) -> int | None:
         """The first index among self[start:start + size] identical to other[at]."""
         if size <= 0:
             return None
-        equal: pa.Array | None = None
+        equal: pa.ChunkedArray | None = None
         for mine, theirs in zip(self.keys, other.keys, strict=True):
             block, probe = mine.slice(start, size), theirs[at]
             if probe.is_valid:
@@ -149,7 +149,7 @@ class _Walk:
             window *= 8
 
 
-def _first(mask: pa.Array, value: bool) -> int | None:
+def _first(mask: pa.Array | pa.ChunkedArray, value: bool) -> int | None:
     hits = pc.indices_nonzero(mask if value else pc.invert(mask))
     return int(hits[0].as_py()) if len(hits) else None
 
