@@ -13,7 +13,11 @@ change read (refresh/changes/reader.py) scans, per moved source:
 A full recompute scans every source of the view at its pinned snapshot. Both sides read
 the same projected columns, so rows compare like for like. The incremental path costs
 more per row (weights, the delta query, cancelling moved rows): `refresh.auto_cost_factor`
-scales its rows before the comparison.
+scales its rows before the comparison. A delta that recomputes the touched groups of an
+aggregate (MIN/MAX or a floating-point SUM under deletes, HAVING, grouping sets) evaluates
+the view at the new snapshots semi-joined to the touched keys, so on Spark it scans every
+source whole besides the change: its rows are added to the change read's (refresh/plan.py),
+and only the embedded engine, which holds small tables whole, keeps it incremental.
 
 When the embedded engine takes the change (refresh/route.py decides; the plan asks
 it only when the Spark estimate says full), its read costs less (`arrow_read_rows`): the

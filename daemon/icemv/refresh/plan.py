@@ -148,6 +148,16 @@ class IncrementalPlan:
             return "top-n" if analysis.top_n is not None else "row-deltas"
         return f"aggregate-{self.aggregate_strategy()}"
 
+    @property
+    def rereads_sources(self) -> bool:
+        """Whether Spark's delta reads every source whole besides the change: recomputing
+        the touched groups evaluates the view at the new snapshots, semi-joined to their
+        keys (refresh/patch/aggregates.py), which scans what a full recompute scans."""
+        return (
+            isinstance(self.analysis, AggregateAnalysis)
+            and self.aggregate_strategy() == "recompute-groups"
+        )
+
     def aggregate_strategy(self) -> AggregateStrategy:
         """How an aggregate view's delta is applied, for this refresh's changes and the
         storage table's state columns and types."""
@@ -174,10 +184,7 @@ class IncrementalPlan:
         columns = tuple(f.name for f in table.schema().fields)
         analysis, keyed = self.analysis, self.analysis.keyed is not None
         read = change_read(analysis.query, source, columns, keyed)
-        recomputes = (
-            isinstance(analysis, AggregateAnalysis)
-            and self.aggregate_strategy() == "recompute-groups"
-        )
+        recomputes = self.rereads_sources
         return replace(read, cancel=not nets_at_once(analysis.query, keyed, recomputes))
 
 
@@ -244,9 +251,16 @@ def plan_incremental(
         )
     if cost_factor is not None and moved:
         cost = estimate_cost(base, moved)
+        rereads = plan.rereads_sources
+        if rereads:  # Spark recomputes the touched groups from every source, read whole
+            cost = replace(cost, change_rows=cost.change_rows + cost.full_rows)
         if not cost.incremental(cost_factor):
             detail = cost.describe(cost_factor)
-            if arrow_takes is not None and any(c.kind != "append-only" for c in moved.values()):
+            if rereads:
+                detail += " (recomputing the touched groups reads every source)"
+            if arrow_takes is not None and (
+                rereads or any(c.kind != "append-only" for c in moved.values())
+            ):
                 arrow = estimate_cost(base, moved, arrow=True)
                 if arrow.incremental(cost_factor) and arrow_takes(plan):
                     return replace(plan, arrow_only=detail)
