@@ -164,7 +164,7 @@ def touched_keys_query(query: exp.Query, inputs: DeltaInputs) -> exp.Query | Non
     tables = list(query.find_all(exp.Table))
     touched = [
         exp.select(exp.alias_(exp.column(t.meta[KEY_META], quoted=True), KEY, quoted=True)).from_(
-            exp.to_identifier(inputs.delta_views[_identifier(t)], quoted=True)
+            exp.Table(this=exp.to_identifier(inputs.delta_views[_identifier(t)], quoted=True))
         )
         for t in tables
         if _identifier(t) in inputs.delta_views
@@ -225,7 +225,11 @@ def _restricted(
         rows = (
             exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
             .from_(inputs.table(source, pins[source], alias))
-            .join(exp.to_identifier(keys.view, quoted=True), on=on, join_type="LEFT SEMI")
+            .join(
+                exp.Table(this=exp.to_identifier(keys.view, quoted=True)),
+                on=on,
+                join_type="LEFT SEMI",
+            )
         )
         if keys.broadcast:
             hint = exp.Anonymous(
