@@ -50,6 +50,7 @@ from icemv.refresh.full import full_refresh
 from icemv.refresh.plan import plan_refresh
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
+from icemv.service.heap import freeze_startup_heap
 from tests.benchmarks.chart import refresh_chart
 from tests.support.tables import equality_delete
 
@@ -193,6 +194,7 @@ def run_scale(
         create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": policy})
         refresh_mv(lakehouse, mv)
         mvs[shape] = mv
+    freeze_startup_heap()  # as the daemon does once started (service/heap.py)
     results = []
     next_id = rows
     for label, kind, share in DELTAS:

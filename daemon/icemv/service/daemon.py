@@ -31,6 +31,7 @@ from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from icemv.service.consumer import EventConsumer
 from icemv.service.forwarding import RefreshForwarder
+from icemv.service.heap import freeze_startup_heap
 from icemv.service.http import HttpServer, RefreshRequestOutcome
 from icemv.service.metrics import Metrics
 from icemv.service.ownership import Ownership
@@ -147,6 +148,7 @@ class Daemon:
             self.lakehouse.spark  # start Spark before declaring readiness  # noqa: B018
             self._apply_declared()
             self.index.rebuild()
+            log.info("heap_frozen", objects=freeze_startup_heap())  # service/heap.py
             self.reconciler.remove_leftover_branches()  # of refreshes killed before this start
             self.scheduler.start()
             self.reconciler.poll()
