@@ -129,6 +129,11 @@ def test_demo_then_full_refresh_on_the_embedded_default(pod: PodLike) -> None:
     states = [line for line in demo.stdout.splitlines() if f"{MV} " in line and "staleness" in line]
     assert states, demo.stdout[-3000:]
     assert not [s for s in states if re.search(r"\b(stale|invalid)\b(?! \()", s)], states
+    # The demo's MV (fares summed per `date(pickup_ts)` and vendor) refreshes
+    # its appends on the embedded engine, and the demo says so.
+    incremental = [line for line in demo.stdout.splitlines() if ": incremental (" in line]
+    assert incremental, demo.stdout[-3000:]
+    assert all(", engine duckdb," in line for line in incremental), incremental
     assert (pod.work / "warehouse").is_dir()
     # A second process: the embedded catalog's data survived on the volume; a forced full
     # refresh recomputes the MV with Spark in the image.
