@@ -19,6 +19,7 @@ import pytest
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config, parse_config
 from icemv.lakehouse import Lakehouse
+from tests.support.engines import summary_lines
 from tests.support.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
 from tests.support.rest_catalog import RestCatalogServer, start_rest_catalog
 from tests.support.s3 import JARS_WHEEL, S3Server, s3_test_jars, start_moto
@@ -202,3 +203,10 @@ def sqlite_lakehouse(tmp_path: Path) -> Lakehouse:
     lakehouse = Lakehouse(config)
     ensure_namespace(lakehouse.catalog, ("nyc",))
     return lakehouse
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The lines tests left for the summary (tests/support/engines.py): engine shares, the
+    generated views' coverage."""
+    for line in summary_lines(terminalreporter.config):
+        terminalreporter.write_line(line)

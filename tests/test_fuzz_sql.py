@@ -22,6 +22,7 @@ import pytest
 
 from icemv.lakehouse import Lakehouse
 from tests.conftest import CATALOG_KINDS
+from tests.support.engines import summary_line
 from tests.support.sqlgen.run import Stats, batch, reproducer, run_views, shrink
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
@@ -69,9 +70,8 @@ def test_generated_views_match_the_oracle(
             "seconds": round(time.monotonic() - started),
         }
         (RESULTS / f"sql-{catalog_kind}.json").write_text(json.dumps(summary, indent=2))
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:  # what ran, in the run's summary (coverage, engines, refusals)
-        reporter.write_line(f"generated views [{catalog_kind}]: {total.summary()}")
+    # What ran, in the run's summary (coverage, engines, refusals).
+    summary_line(request.config, f"generated views [{catalog_kind}]: {total.summary()}")
     assert not total.failures, "\n\n".join(total.failures)
     # The run checked something: most views are valid, and refreshes stayed incremental.
     assert total.invalid <= total.views // 4, total.summary()
