@@ -392,6 +392,45 @@ FOUND = {
             ),
         ),
     ),
+    # a UNION ALL branch reading no column of its table (`SELECT <literal> FROM f`): the
+    # embedded engine held f with no column, which DuckDB cannot register (the refresh
+    # raised); such a table is read by its first column
+    "seed1004_0": Case(
+        setup=Setup(
+            rows={
+                "f": [
+                    (
+                        12,
+                        5,
+                        "b",
+                        -3,
+                        10000000000.0,
+                        Decimal("12.34"),
+                        Decimal("-0.5"),
+                        None,
+                        datetime.datetime(2024, 3, 10, 1, 30),
+                    )
+                ],
+                "d": [(5, "x", Decimal("250.125"), False, datetime.date(2024, 3, 10))],
+                "e": [(2, "b", 1, Decimal("-2.5"))],
+            },
+            write_mode="merge-on-read",
+            format_version=3,
+            storage_writes="driver",
+            arrow=True,
+            policy="incremental",
+        ),
+        sql="SELECT CAST('1234567890.1234567891' AS DECIMAL(20, 10)) AS c0 FROM f AS t1 UNION ALL SELECT t2.w AS c0 FROM d AS t2",
+        steps=(
+            Step(
+                kind="append",
+                table="d",
+                sql="INSERT INTO {t} VALUES (1, CAST(NULL AS STRING), CAST('1.500' AS DECIMAL(9,3)), false, DATE'2023-12-31'), (1, 'one', CAST(NULL AS DECIMAL(9,3)), false, DATE'2023-12-31'), (1, CAST(NULL AS STRING), CAST('-0.001' AS DECIMAL(9,3)), false, CAST(NULL AS DATE))",
+                column="",
+                values=(),
+            ),
+        ),
+    ),
 }
 
 

@@ -272,7 +272,9 @@ def _columns_named(
     query: exp.Query, identifier: Identifier, schema: Schema, star: bool
 ) -> tuple[str, ...]:
     """The columns of `identifier`'s occurrences the query names; a star names every
-    column (`star`: allowed, the changed table's; else refused)."""
+    column (`star`: allowed, the changed table's; else refused). A table read only for its
+    rows (`SELECT 1 FROM f`) reads its first column: DuckDB holds no relation without
+    columns, and the column carries the row count."""
     aliases = {t.alias_or_name for t in query.find_all(exp.Table) if source_of(t) == identifier}
     names: dict[str, None] = {}
     for column in query.find_all(exp.Column):
@@ -282,7 +284,7 @@ def _columns_named(
                     raise EngineRefusedError(f"{column.table}.* over an unchanged table")
                 return tuple(f.name for f in schema.fields)
             names[column.name] = None
-    return tuple(names)
+    return tuple(names) or (schema.fields[0].name,)
 
 
 def _types(schema: pa.Schema) -> dict[str, SparkType]:
