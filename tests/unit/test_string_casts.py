@@ -34,6 +34,9 @@ def _decimal(precision: int, scale: int) -> SparkType:
         ("0.005", _decimal(3, 2), ("0.01",)),
         ("999.995", _decimal(5, 2), (None,)),  # rounds past the precision: NULL
         ("123456.7", _decimal(5, 2), (None,)),
+        # more than Python's default 28 digits once rounded, within the type: exact
+        ("12345678901234567890123456789.5", _decimal(38, 2), ("12345678901234567890123456789.50",)),
+        ("1" + "0" * 100, _decimal(38, 2), (None,)),  # more digits than any DECIMAL: NULL
         ("2147483647", INT, ("2147483647",)),
         ("2147483648", INT, (None,)),  # out of range: NULL
         ("-2147483648", INT, ("-2147483648",)),

@@ -20,11 +20,16 @@ DECIMAL(38, s), exactly; a value too large for 37 digits casts to NULL, which
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Context
 
 from sqlglot import exp
 
 MAX_PRECISION = 38
 MIN_ADJUSTED_SCALE = 6
+# Python's default context keeps 28 digits and raises InvalidOperation when rounding a
+# value to a scale needs more (a DECIMAL(38, 6) value has up to 38): Python computations
+# on DECIMAL values (their bounds, literals rounded to a type) use this one.
+WIDE_CONTEXT = Context(prec=2 * MAX_PRECISION + 4)
 
 
 @dataclass(frozen=True)

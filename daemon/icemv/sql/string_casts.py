@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+from icemv.sql.decimals import WIDE_CONTEXT
 from icemv.sql.spark_types import SparkType
 
 _FLOAT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -69,7 +70,12 @@ def _double(text: str) -> Computed | None:
 def _decimal(text: str, precision: int, scale: int) -> Computed | None:
     if not _DECIMAL.fullmatch(text):
         return None
-    rounded = Decimal(text).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+    try:
+        rounded = Decimal(text).quantize(
+            Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=WIDE_CONTEXT
+        )
+    except InvalidOperation:  # more digits than any DECIMAL holds: past the precision
+        return (None,)
     whole = abs(int(rounded))
     if whole and len(str(whole)) > precision - scale:
         return (None,)

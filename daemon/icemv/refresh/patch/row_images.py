@@ -35,6 +35,7 @@ from pyiceberg.types import DecimalType, DoubleType, FloatType
 
 from icemv.errors import FullRefreshRequiredError
 from icemv.refresh.commit.driver import conform_to_storage
+from icemv.sql.decimals import WIDE_CONTEXT
 from icemv.sql.net import Identity
 
 Image = tuple[Hashable, ...]
@@ -185,8 +186,8 @@ def bounds_filter(negatives: pa.Table, schema: Schema | None = None) -> BooleanE
         field = schema.find_field(name) if schema is not None else None
         if field is not None and isinstance(field.field_type, DecimalType):
             step = Decimal(1).scaleb(-field.field_type.scale)
-            low = Decimal(low).quantize(step, rounding=ROUND_FLOOR)
-            high = Decimal(high).quantize(step, rounding=ROUND_CEILING)
+            low = Decimal(low).quantize(step, rounding=ROUND_FLOOR, context=WIDE_CONTEXT)
+            high = Decimal(high).quantize(step, rounding=ROUND_CEILING, context=WIDE_CONTEXT)
         term: BooleanExpression = And(
             GreaterThanOrEqual(term=name, value=low),
             LessThanOrEqual(term=name, value=high),
