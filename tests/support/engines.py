@@ -3,6 +3,7 @@ test run's summary (the share the embedded engine takes is a target of its own).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -23,7 +24,8 @@ class EngineShare:
             return
         self.engines[result.engine] += 1
         if result.engine == "spark" and result.engine_reason:
-            self.spark_because[" ".join(result.engine_reason.split()[:4])] += 1
+            reason = re.sub(r"^reading [^:]+:", "reading <table>:", result.engine_reason)
+            self.spark_because[" ".join(reason.split()[:4])] += 1
 
     def line(self) -> str:
         total = sum(self.engines.values())
@@ -40,18 +42,22 @@ class EngineShare:
         )
 
     def report(self, config: pytest.Config) -> None:
+        """The share so far (a module fixture may end once per catalog kind: the last
+        report, over the whole module, is the one kept)."""
         if self.engines:
-            summary_line(config, self.line())
+            summary_line(config, self.line(), key=self.label)
 
 
-_SUMMARY = pytest.StashKey[list[str]]()
+_SUMMARY = pytest.StashKey[dict[str, str]]()
 
 
-def summary_line(config: pytest.Config, line: str) -> None:
+def summary_line(config: pytest.Config, line: str, key: str | None = None) -> None:
     """A line for the run's terminal summary (tests/conftest.py prints them there: what a
-    test or fixture writes to the terminal while it runs is captured)."""
-    config.stash.setdefault(_SUMMARY, []).append(line)
+    test or fixture writes to the terminal while it runs is captured); a later line of
+    the same `key` replaces the earlier."""
+    lines = config.stash.setdefault(_SUMMARY, {})
+    lines[key if key is not None else f"#{len(lines)}"] = line
 
 
 def summary_lines(config: pytest.Config) -> list[str]:
-    return config.stash.get(_SUMMARY, [])
+    return list(config.stash.get(_SUMMARY, {}).values())
