@@ -18,7 +18,9 @@ Where the engines differ, and what the gate does about it:
   arithmetic whose Spark type lost digits is refused, the rest is exact in both and cast
   to Spark's type. SUM's type is DECIMAL(p + 10, s) in Spark: cast. Division: DuckDB
   divides DECIMAL as DOUBLE, so it is rendered as integer arithmetic rounding the exact
-  quotient half up to Spark's scale (`_decimal_division`); AVG of a DECIMAL is refused.
+  quotient half up to Spark's scale (`_decimal_division`). AVG of a DECIMAL is the tree
+  Spark's Average evaluates, `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS
+  DECIMAL(p + 4, s + 4))`, rounded twice as there; over a window it is refused.
 - division and `%` by zero: NULL in Spark; the connection is set so DuckDB agrees
   (`error_on_division_by_zero`, `ieee_floating_point_ops` off).
 - time zones: TIMESTAMP is Spark's session-zone type: DuckDB's TIMESTAMPTZ, the
@@ -862,7 +864,18 @@ class _Expressions:
         raise _refuse(node, f"SUM of {kind.describe()}")
 
     def average(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
+        """AVG: DOUBLE of numbers; of a DECIMAL, what Spark 3.5's Average evaluates,
+        `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS DECIMAL(p + 4, s + 4))` (its
+        sum in DECIMAL(p + 10, s), NULL for no input), typed here as that tree: the
+        division rounds half up to its own scale and the cast again to AVG's, both as the
+        gate renders them for `/` and CAST. Not in a window (the tree is not one window
+        function)."""
         inner, kind = self.typed(node.this)
+        if kind.kind == "decimal" and not isinstance(node.parent, exp.Window):
+            argument = kind.decimal()
+            count = decimals.cast(exp.Count(this=node.this.copy()), decimals.COUNT_DECIMAL)
+            divided = exp.Div(this=exp.Sum(this=node.this.copy()), expression=count)
+            return self.typed(decimals.cast(divided, decimals.avg_type(argument)))
         if not (kind.integral or kind.floating):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
         return _rebuilt(node, this=inner), DOUBLE
