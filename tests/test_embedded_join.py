@@ -4,8 +4,8 @@ joined with an
 unchanged dimension refresh without a Spark job, equal to the view SQL evaluated by Spark
 at the recorded snapshots: NULL join keys on both sides, duplicate dimension keys, fact
 rows no dimension row matches (LEFT JOIN), under a filter and under a merged GROUP BY. A
-dimension that moved in the same range, is larger than the limit, or a patch over the
-driver's limit go to Spark."""
+dimension with equality deletes is read whole by icemv; one larger than the limit or a
+patch over the driver's limit go to Spark."""
 
 from __future__ import annotations
 
@@ -143,18 +143,22 @@ def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> N
     assert cache.tables_read - before == 1
 
 
-def test_a_dimension_pyiceberg_cannot_read_goes_to_spark(
+def test_a_dimension_with_equality_deletes_is_read_by_icemv(
     lakehouse: Lakehouse, namespace: str
 ) -> None:
-    """Equality deletes in the dimension (pyiceberg does not apply them): Spark joins."""
+    """Equality deletes in the dimension (pyiceberg's scan refuses them): icemv reads it
+    whole and applies them, NULL keys included, deletes on two columns too."""
     _tables(lakehouse, namespace)
     mv = refreshed_mv(lakehouse, namespace, "v", INNER)
-    equality_delete(lakehouse, namespace, "vendor", ["b"], name="vendors")
+    equality_delete(lakehouse, namespace, "vendor", ["b", None], name="vendors")
     append_trips(lakehouse, namespace, APPENDS[0])
-    refresh_by(lakehouse, mv, "spark")  # both moved
+    refresh_by(lakehouse, mv, "spark")  # both moved: one source's range at a time here
     append_trips(lakehouse, namespace, APPENDS[1])
-    result = refresh_by(lakehouse, mv, "spark")  # only trips moved: the read refuses
-    assert "equality deletes" in (result.engine_reason or ""), result.engine_reason
+    refresh_by(lakehouse, mv, "duckdb")  # only trips moved: the dimension read whole
+    equality_delete(lakehouse, namespace, "rank", [1], name="vendors")
+    refresh_by(lakehouse, mv, "duckdb")  # only the dimension moved: its change read
+    append_trips(lakehouse, namespace, [(14, "c", 2.0, D1), (15, "a", 1.0, D3)])
+    refresh_by(lakehouse, mv, "duckdb")  # read whole under deletes on two columns
 
 
 # Under deletes MIN / MAX recompute their groups (Spark): COUNT and SUM here.

@@ -161,12 +161,7 @@ def changed_rows(
     scan = ArrowScan(table.metadata, table.io, read_with_keys, AlwaysTrue())
 
     def whole(task: FileScanTask, planned: _Planned) -> pa.Table:
-        rows = scan.to_table([task])
-        applying = planned.applying(task.file.file_path)
-        if applying:  # rows its equality deletes remove at that end
-            gone = _matched(values, applying, lambda i: rows.column(key_names[i]))
-            rows = rows.filter(pc.invert(gone))
-        return kept(_conform(rows, target))
+        return kept(_conform(_live(scan, task, planned, values, key_names), target))
 
     chosen = {
         weight: [(planned, planned.tasks[p]) for p in sorted(files) if p in planned.tasks]
@@ -213,6 +208,46 @@ def changed_rows(
     return ChangedRows(rows, read)
 
 
+def snapshot_rows(
+    table: Table, snapshot_id: int, schema: Schema, columns: Sequence[str]
+) -> pa.Table:
+    """Every row of `table` at `snapshot_id`, `columns` of `schema` (the snapshot's) only,
+    its position deletes and deletion vectors applied by pyiceberg's reader and its
+    equality deletes here, as for the whole files of a range: the read of a table that
+    pyiceberg's scan refuses because it has equality deletes (Flink upserts)."""
+    planned = _plan(table, snapshot_id, None)
+    key_names = _key_names(schema, planned)
+    extra = [n for n in key_names.values() if n not in columns]
+    target = schema.select(*columns).as_arrow()
+    scan = ArrowScan(table.metadata, table.io, schema.select(*columns, *extra), AlwaysTrue())
+    values = EqualityValues(table.io)
+    tasks = [planned.tasks[p] for p in sorted(planned.tasks)]
+
+    def read(task: FileScanTask) -> pa.Table:
+        return _conform(_live(scan, task, planned, values, key_names), target)
+
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:  # pyarrow decodes without the GIL
+        parts = list(pool.map(read, tasks))
+    return pa.concat_tables(parts) if parts else target.empty_table()
+
+
+def _live(
+    scan: ArrowScan,
+    task: FileScanTask,
+    planned: _Planned,
+    values: EqualityValues,
+    key_names: dict[int, str],
+) -> pa.Table:
+    """A data file's rows live at the planned snapshot: its position deletes applied by
+    the scan, then the rows its equality deletes remove at that snapshot dropped."""
+    rows = scan.to_table([task])
+    applying = planned.applying(task.file.file_path)
+    if applying:
+        gone = _matched(values, applying, lambda i: rows.column(key_names[i]))
+        rows = rows.filter(pc.invert(gone))
+    return rows
+
+
 def _range_files(table: Table, change: SourceChange) -> _Range:
     found = _Range()
     for entry in range_entries(table, change):
@@ -231,13 +266,13 @@ def _range_files(table: Table, change: SourceChange) -> _Range:
     return found
 
 
-def _plan(table: Table, snapshot_id: int | None, wanted: set[str]) -> _Planned:
-    """The `wanted` data files live at the snapshot (pyiceberg's planner, as
+def _plan(table: Table, snapshot_id: int | None, wanted: set[str] | None) -> _Planned:
+    """The `wanted` data files (None: all) live at the snapshot (pyiceberg's planner, as
     `DataScan.plan_files` runs it, building tasks for those files only: a big table's
     others are skipped once their manifest entry is read), and its equality deletes."""
     planned = _Planned({}, {}, EqualityIndex.of(table))
     snapshot = None if snapshot_id is None else table.snapshot_by_id(snapshot_id)
-    if snapshot is None or not wanted:
+    if snapshot is None or wanted == set():
         return planned
 
     def kept(entry: ManifestEntry) -> bool:
@@ -246,7 +281,7 @@ def _plan(table: Table, snapshot_id: int | None, wanted: set[str]) -> _Planned:
             planned.equality.deletes.append(equality_delete(table, entry))
             return False
         if data.content == DataFileContent.DATA:
-            if data.file_path not in wanted:
+            if wanted is not None and data.file_path not in wanted:
                 return False
             planned.sequences[data.file_path] = int(entry.sequence_number or 0)
         return True

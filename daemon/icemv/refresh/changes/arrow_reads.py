@@ -7,7 +7,8 @@ process, keyed by (table uuid, snapshot id, schema id), bounded by bytes (least 
 used goes first), so N MVs over one source read each appended file once, and MVs whose
 recorded snapshots differ read the union of their ranges: a range is the concatenation
 of its snapshots' pieces. Unchanged tables a join reads (refresh/route.py) are
-cached the same way, whole at one snapshot, keyed by their columns read too.
+cached the same way, whole at one snapshot, keyed by their columns read too (a table with
+equality deletes, which pyiceberg's scan refuses, read by arrow_changes.snapshot_rows).
 Thread-safe: a piece being read by one refresh is awaited by
 the others, not read again.
 """
@@ -189,8 +190,10 @@ def table_rows(
         scan = table.scan(snapshot_id=snapshot_id, selected_fields=tuple(columns))
         try:
             rows = scan.to_arrow()
-        except (NotImplementedError, ValueError) as exc:  # equality deletes: Spark reads it
-            raise ArrowUnsupportedError(f"reading {'.'.join(table.name())}: {exc}") from exc
+        except (NotImplementedError, ValueError):  # equality deletes: applied by icemv
+            from icemv.refresh.changes.arrow_changes import snapshot_rows  # it reads here too
+
+            rows = snapshot_rows(table, snapshot_id, schema, columns)
         rows = rows.select(list(columns))
         return rows if rows.schema == target else rows.cast(target)
 
