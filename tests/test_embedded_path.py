@@ -80,6 +80,10 @@ REAL_TYPES = {
         "SELECT date_trunc('HOUR', ts) AS hour, count(*) AS n, sum(amount) AS total "
         "FROM sales GROUP BY date_trunc('HOUR', ts)"
     ),
+    "distinct": (  # its groups recomputed over the touched vendors
+        "SELECT vendor, sum(DISTINCT amount) AS spent, count(DISTINCT rate) AS rates "
+        "FROM sales GROUP BY vendor"
+    ),
     "filter": (
         "SELECT id, upper(vendor) AS v, amount * 2 AS doubled, substr(vendor, 1, 2) AS code, "
         "concat(vendor, '-', CAST(id AS STRING)) AS label FROM sales "
@@ -100,7 +104,8 @@ def _sales(lakehouse: Lakehouse, namespace: str) -> str:
 def test_decimal_money_and_timestamps_refresh_on_duckdb(
     lakehouse: Lakehouse, namespace: str, shape: str
 ) -> None:
-    """A DECIMAL sum, a `CAST(ts AS DATE)` and an hour bucket, string functions: DuckDB."""
+    """A DECIMAL sum, a `CAST(ts AS DATE)` and an hour bucket, SUM(DISTINCT) of a DECIMAL,
+    string functions: DuckDB."""
     sales = _sales(lakehouse, namespace)
     mv = refreshed_mv(lakehouse, namespace, "v", REAL_TYPES[shape])
     for rows in SALES_APPENDS:

@@ -26,7 +26,8 @@ Where the engines differ, and what the gate does about it:
 - time zones: TIMESTAMP is Spark's session-zone type: DuckDB's TIMESTAMPTZ, the
   connection's TimeZone set to Spark's session zone.
 - -0.0 and NaN as keys: Spark normalises them in GROUP BY and DISTINCT, DuckDB keeps the
-  first it sees: floating-point group keys and DISTINCT over them are refused.
+  first it sees: floating-point group keys and DISTINCT over them (COUNT(DISTINCT),
+  SUM(DISTINCT) included) are refused.
 - casts: Spark's CAST (non-ANSI) gives NULL or wraps where DuckDB's raises or rounds
   differently: every cast is rendered strict (a value that does not fit raises in DuckDB,
   and Spark computes it), so admitted are integers to integers, integers to DOUBLE and
@@ -851,16 +852,26 @@ class _Expressions:
         return _cast(exp.CountIf(this=counted), BIGINT), BIGINT
 
     def sum(self, node: exp.Sum) -> tuple[exp.Expr, SparkType]:
-        if isinstance(node.this, exp.Distinct):
-            raise _refuse(node, "SUM(DISTINCT)")
-        inner, kind = self.typed(node.this)
+        """SUM, typed as Spark types it; SUM(DISTINCT x) the same over x's distinct values
+        (not of floating-point values: which of -0.0 and 0.0, or of two NaNs, is kept
+        differs, as for DISTINCT)."""
+        argument = node.this
+        distinct = isinstance(argument, exp.Distinct)
+        if distinct:
+            if len(argument.expressions) != 1:
+                raise _refuse(node, "SUM(DISTINCT) of several values")
+            argument = argument.expressions[0]
+        inner, kind = self.typed(argument)
+        if distinct and kind.floating:
+            raise _refuse(node, "SUM(DISTINCT) of floating-point values")
+        summed = exp.Sum(this=exp.Distinct(expressions=[inner]) if distinct else inner)
         if kind.integral:
-            return _cast(exp.Sum(this=inner), BIGINT), BIGINT
+            return _cast(summed, BIGINT), BIGINT
         if kind.floating or kind.kind == "null":
-            return exp.Sum(this=inner), DOUBLE
+            return summed, DOUBLE
         if kind.kind == "decimal":
             result = decimal_type(decimals.sum_type(kind.decimal()))
-            return _cast(exp.Sum(this=inner), result), result
+            return _cast(summed, result), result
         raise _refuse(node, f"SUM of {kind.describe()}")
 
     def average(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
