@@ -120,3 +120,25 @@ def test_deleted_images_leave_only_the_files_holding_them(sqlite_lakehouse: Lake
     assert rewrite_row_images(table, table.metadata.current_snapshot_id or 0, net, 1) is None
     with pytest.raises(FullRefreshRequiredError, match="storage-inconsistent"):
         rewrite_row_images(table, table.metadata.current_snapshot_id or 0, net, 100)
+
+
+def test_the_staged_metadata_is_applied_once_per_update(sqlite_lakehouse: Lakehouse) -> None:
+    """The commit's transaction reuses its staged metadata until an update is staged, and
+    it is then what pyiceberg's own transaction computes."""
+    from pyiceberg.table import Transaction
+
+    from icemv.refresh.commit.driver import _Transaction
+
+    table = _storage(sqlite_lakehouse)
+    cached, plain = _Transaction(table), Transaction(table)
+    first = cached.table_metadata
+    assert cached.table_metadata is first
+    for transaction in (cached, plain):
+        transaction.set_properties(k="v")
+    staged = cached.table_metadata
+    assert staged is not first and staged is cached.table_metadata
+    assert staged.properties["k"] == "v"
+    expected = plain.table_metadata
+    assert staged.model_dump(exclude={"last_updated_ms"}) == expected.model_dump(
+        exclude={"last_updated_ms"}
+    )

@@ -7,8 +7,9 @@ asserts that main is still at the snapshot the refresh was planned from, so a de
 applied exactly once without a private branch.
 
 The one module that uses pyiceberg internals (`_FastAppendFiles`, `_OverwriteFiles`,
-`_dataframe_to_data_files`, `UpdateTableMetadata.commit`): they tie icemv to pyiceberg
-0.12.*, so they stay fenced here (ruff SLF001 is allowed in this file only).
+`_dataframe_to_data_files`, `UpdateTableMetadata.commit`, `Transaction._updates`): they
+tie icemv to pyiceberg 0.12.*, so they stay fenced here (ruff SLF001 is allowed in this
+file only).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, ManifestFile
-from pyiceberg.table import Table
+from pyiceberg.table import Table, Transaction
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import UpdateTableMetadata
 from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
@@ -44,7 +46,7 @@ def commit_rows(
     if storage.metadata.current_snapshot_id != planned_from:
         raise StorageCommitConflictError(f"storage moved since {planned_from}")
     rows = conform_to_storage(rows, storage)
-    transaction = storage.transaction()
+    transaction = _Transaction(storage)
     snapshot_properties = dict(properties)
     kind = _ReplaceFiles if replaces else _AppendFiles
     operation = Operation.OVERWRITE if replaces else Operation.APPEND
@@ -66,6 +68,27 @@ def commit_rows(
         transaction.commit_transaction()
     except CommitFailedException as exc:
         raise StorageCommitConflictError(f"storage moved since {planned_from}: {exc}") from exc
+
+
+class _Transaction(Transaction):
+    """pyiceberg's transaction, its staged metadata computed once per staged update.
+
+    pyiceberg 0.12 re-applies every staged update to a deep copy of the table's metadata
+    each time `table_metadata` is read, and one commit reads it about 18 times: profiled
+    over a fleet of small refreshes, 13 % of the driver's CPU. The metadata models are
+    frozen, and updates are only ever added (a new tuple), so the copy made for one
+    tuple of updates serves every read until the next update.
+    """
+
+    _applied: tuple[object, TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        applied = self._applied
+        if applied is None or applied[0] is not self._updates:
+            applied = (self._updates, super().table_metadata)
+            self._applied = applied
+        return applied[1]
 
 
 class _Unregistered:
