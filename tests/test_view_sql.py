@@ -1,4 +1,5 @@
 import pytest
+from sqlglot import exp
 
 from icemv.errors import InvalidIdentifierError, PartitionSpecError, ViewSqlError
 from icemv.identifiers import Identifier
@@ -14,6 +15,16 @@ def test_table_references_skip_ctes_and_functions() -> None:
     )
     names = sorted(t.sql("spark") for t in table_references(query))
     assert names == ["lake.nyc.vendors AS v", "nyc.taxis"]
+
+
+def test_each_parse_is_a_tree_of_its_own() -> None:
+    """Parsed once per text, but a caller changing its tree never changes the next one's."""
+    sql = "SELECT a FROM t WHERE a > 1"
+    first = parse_query(sql)
+    first.find(exp.Table).set("this", exp.to_identifier("changed"))  # type: ignore[union-attr]
+    second = parse_query(sql)
+    assert second is not first
+    assert second.sql("spark") == sql
 
 
 @pytest.mark.parametrize(

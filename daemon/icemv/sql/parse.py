@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
@@ -10,6 +12,15 @@ from icemv.errors import ViewSqlError
 
 
 def parse_query(sql: str) -> exp.Query:
+    """The view's query as a tree of its own (the caller may change it). A refresh reads
+    its view's SQL about five times (preflight, analysis, pinning, compatibility), and
+    parsing costs ~1.7 ms where a copy costs ~0.3: each text is parsed once per process
+    (the last 512 texts kept), and every call gets a copy."""
+    return _parsed(sql).copy()
+
+
+@lru_cache(maxsize=512)
+def _parsed(sql: str) -> exp.Query:
     try:
         statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
     except ParseError as exc:
