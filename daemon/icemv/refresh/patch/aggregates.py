@@ -125,13 +125,13 @@ def merge_aggregates_patch(
                 exp.LT(this=col(WEIGHT), expression=num(0)),
             )
             projections.append(aliased(sum_(if_(removed, num(1), num(0))), _gone_name(i)))
-    delta = exp.select(*projections).from_(subquery(pre_delta))
+    delta = exp.select(*projections).from_(subquery(pre_delta), copy=False)
     if rules.exploded:  # one row per unit of weight, for the deviations' (n, mean, M2)
-        delta = delta.lateral(explode_copies(exp.Abs(this=col(WEIGHT)), "__icemv_copy"))
+        delta = delta.lateral(explode_copies(exp.Abs(this=col(WEIGHT)), "__icemv_copy"), copy=False)
     if keys:
-        delta = delta.group_by(*[col(alias) for _, alias in keys])
+        delta = delta.group_by(*[col(alias) for _, alias in keys], copy=False)
     else:  # a global aggregate over no change rows is one all-NULL row: no row instead
-        delta = delta.having(exp.GT(this=exp.Count(this=exp.Star()), expression=num(0)))
+        delta = delta.having(exp.GT(this=exp.Count(this=exp.Star()), expression=num(0)), copy=False)
     source = views.register("aggd", delta)
     target = views.stored(target, source, keys)
     gone: exp.Expr = exp.false()
@@ -232,15 +232,15 @@ def recompute_groups_patch(
     regrouped = (
         exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("n", quoted=True)))
         .select(aliased(exp.true(), PRESENT))
-        .from_(subquery(new_query, "n"))
-        .join(view(affected, "k2"), on=_match(keys, "n", "k2"), join_type="LEFT SEMI")
+        .from_(subquery(new_query, "n"), copy=False)
+        .join(view(affected, "k2"), on=_match(keys, "n", "k2"), join_type="LEFT SEMI", copy=False)
     )
     source = views.register(
         "groups",
         exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("k", quoted=True)))
         .select(*[col(c, "g") for c in others], col(PRESENT, "g"))
-        .from_(view(affected, "k"))
-        .join(subquery(regrouped, "g"), on=_match(keys, "g", "k"), join_type="LEFT"),
+        .from_(view(affected, "k"), copy=False)
+        .join(subquery(regrouped, "g"), on=_match(keys, "g", "k"), join_type="LEFT", copy=False),
     )
     alias_of = dict(keys)
     spec = KeyedMerge(

@@ -98,7 +98,9 @@ class KeyedMerge:
 
     def _storage(self, target: PatchTarget, coalesce_to_one: bool = False) -> exp.Subquery:
         """The planned storage rows, each flagged `HERE`, as `t`."""
-        rows = exp.select(exp.Star(), aliased(exp.true(), HERE)).from_(target.at_plan("p"))
+        rows = exp.select(exp.Star(), aliased(exp.true(), HERE)).from_(
+            target.at_plan("p"), copy=False
+        )
         if coalesce_to_one:
             rows.set("hint", exp.Hint(expressions=[exp.Coalesce(this=num(1))]))
         return subquery(rows, "t")
@@ -117,8 +119,8 @@ class KeyedMerge:
                 exp.CountIf(this=kept.copy()),
                 exp.CountIf(this=exp.and_(kept, paren(suspect or exp.false()))),
             )
-            .from_(view(self.source, "s"))
-            .join(self._storage(target), on=self.on.copy(), join_type="LEFT")
+            .from_(view(self.source, "s"), copy=False)
+            .join(self._storage(target), on=self.on.copy(), join_type="LEFT", copy=False)
         )  # fmt: skip
         stats = spark.sql(render(query)).first()
         if stats is None:  # an aggregate without GROUP BY always has one row
@@ -157,15 +159,17 @@ class KeyedMerge:
             exp.Not(this=paren(self.delete_when.copy())),
             paren(suspect),
         )
-        source = exp.select(exp.Star(), aliased(exp.true(), HIT)).from_(view(self.source))
+        source = exp.select(exp.Star(), aliased(exp.true(), HIT)).from_(
+            view(self.source), copy=False
+        )
         return (
             exp.select(
                 *values,
                 aliased(status, STATUS),
                 aliased(coalesce(suspect_row, exp.false()), SUSPECT),
             )
-            .from_(self._storage(target, coalesce_to_one=True))
-            .join(subquery(source, "s"), on=self.on.copy(), join_type="FULL OUTER")
+            .from_(self._storage(target, coalesce_to_one=True), copy=False)
+            .join(subquery(source, "s"), on=self.on.copy(), join_type="FULL OUTER", copy=False)
         )
 
 
