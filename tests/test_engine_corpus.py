@@ -150,6 +150,10 @@ QUERIES = [
         "SELECT f AS k, avg(m) AS a, avg(n * n) AS c FROM edge GROUP BY f",
         "SELECT r AS k, avg(n) AS a FROM edge GROUP BY r",
         "SELECT avg(m) AS a FROM edge WHERE r < 0",  # no input: NULL
+        # over a window: the same tree of windowed SUM and COUNT (running: with ORDER BY)
+        "SELECT r AS k, avg(m) OVER (PARTITION BY f) AS a FROM edge",
+        "SELECT r AS k, avg(n) OVER (PARTITION BY f ORDER BY r) AS a, "
+        "avg(m) OVER (ORDER BY s DESC) AS c FROM edge",
     ]),
     # SUM(DISTINCT): of integers and DECIMALs admitted; of DOUBLE refused (-0.0, NaN)
     *(DISTINCT_SUMS := [
@@ -159,7 +163,6 @@ QUERIES = [
     "SELECT sum(DISTINCT b) AS a FROM edge",  # extreme BIGINTs (past BIGINT: DuckDB raises)
     "SELECT sum(DISTINCT x) AS a FROM edge",
     "SELECT avg(h) AS a FROM edge",  # DECIMAL(38,10): too wide to divide exactly, refused
-    "SELECT r AS k, avg(m) OVER (PARTITION BY f) AS a FROM edge",  # a window: refused
     # WITH: each CTE gated as a query, visible to those after it and to the body
     *(CTES := [
         "WITH c AS (SELECT r, m FROM edge WHERE r > 2) SELECT c.r AS k, c.m AS a FROM c",

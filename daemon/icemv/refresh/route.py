@@ -142,7 +142,7 @@ class EmbeddedRoute:
                 (held.identifier, held.snapshot_id): executor.add_rows("held", held.read(cache))
                 for held in self.held
             }
-        except ArrowUnsupportedError as why:  # e.g. equality deletes pyiceberg cannot read
+        except ArrowUnsupportedError as why:  # e.g. equality deletes on a DOUBLE column
             raise EngineRefusedError(str(why)) from None
 
 

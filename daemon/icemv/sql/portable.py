@@ -20,7 +20,8 @@ Where the engines differ, and what the gate does about it:
   divides DECIMAL as DOUBLE, so it is rendered as integer arithmetic rounding the exact
   quotient half up to Spark's scale (`_decimal_division`). AVG of a DECIMAL is the tree
   Spark's Average evaluates, `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS
-  DECIMAL(p + 4, s + 4))`, rounded twice as there; over a window it is refused.
+  DECIMAL(p + 4, s + 4))`, rounded twice as there; over a window the same tree of
+  windowed SUM and COUNT.
 - division and `%` by zero: NULL in Spark; the connection is set so DuckDB agrees
   (`error_on_division_by_zero`, `ieee_floating_point_ops` off).
 - time zones: TIMESTAMP is Spark's session-zone type: DuckDB's TIMESTAMPTZ, the
@@ -673,6 +674,8 @@ class _Expressions:
                     raise _refuse(node, "LAG/LEAD with a default of another type")
                 children["default"] = rendered_default
             rendered_function, cast_to = _rebuilt(function, **children), kind
+        elif isinstance(function, exp.Avg) and self.typed(function.this)[1].kind == "decimal":
+            return self.typed(_windowed_average(node, function, self.typed(function.this)[1]))
         elif isinstance(function, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg):
             rendered_function, kind = self.typed(function)
             cast_to = kind
@@ -879,8 +882,8 @@ class _Expressions:
         `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS DECIMAL(p + 4, s + 4))` (its
         sum in DECIMAL(p + 10, s), NULL for no input), typed here as that tree: the
         division rounds half up to its own scale and the cast again to AVG's, both as the
-        gate renders them for `/` and CAST. Not in a window (the tree is not one window
-        function)."""
+        gate renders them for `/` and CAST. In a window: `window` builds that tree of
+        windowed aggregates."""
         inner, kind = self.typed(node.this)
         if kind.kind == "decimal" and not isinstance(node.parent, exp.Window):
             argument = kind.decimal()
@@ -899,6 +902,20 @@ class _Expressions:
 
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN
+
+
+def _windowed_average(window: exp.Window, average: exp.Avg, kind: SparkType) -> exp.Expr:
+    """AVG of a DECIMAL over a window as the tree Spark's Average evaluates there, as for
+    the aggregate (`average`): `CAST(SUM(x) OVER w / CAST(COUNT(x) OVER w AS DECIMAL(20,
+    0)) AS DECIMAL(p + 4, s + 4))`, the sum and the count over the same partition, order
+    and (default) frame; a Spark tree the gate then types and renders."""
+
+    def over(aggregate: exp.Expr) -> exp.Expr:
+        return _rebuilt(window, this=aggregate)
+
+    count = decimals.cast(over(exp.Count(this=average.this.copy())), decimals.COUNT_DECIMAL)
+    divided = exp.Div(this=over(exp.Sum(this=average.this.copy())), expression=count)
+    return decimals.cast(divided, decimals.avg_type(kind.decimal()))
 
 
 def _text_key(expr: _Expressions, key: exp.Expr) -> exp.Expr | None:
