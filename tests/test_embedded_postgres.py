@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -229,6 +230,34 @@ def test_start_after_postmaster_crash(data_dir: Path) -> None:
         crashed.stop()
         pg.stop()
     assert _refuses(pg.port)
+
+
+def test_start_waits_out_a_postmaster_that_is_dying(data_dir: Path) -> None:
+    """A killed postmaster closes its port before the kernel marks it a zombie: for that
+    moment postmaster.pid names a live, ready server that refuses connections (CI saw it).
+    start() must wait for it to die and launch a new server, not hand out the dead port."""
+    with EmbeddedPostgres(data_dir) as pg:
+        _query(pg.url, "CREATE TABLE t (v int)")
+        _query(pg.url, "INSERT INTO t VALUES (7)")
+    dying = subprocess.Popen(["sleep", "60"])
+    dead_port = socket.socket()
+    dead_port.bind(("127.0.0.1", 0))
+    port = dead_port.getsockname()[1]
+    dead_port.close()  # nothing listens there: connections are refused
+    lines = [str(dying.pid), str(data_dir), str(int(time.time())), str(port), str(data_dir)]
+    lines += ["127.0.0.1", "0 0", "ready   "]
+    (data_dir / "postmaster.pid").write_text("\n".join(lines) + "\n")
+    killer = threading.Timer(1.0, lambda: (dying.kill(), dying.wait()))
+    killer.start()
+    pg = EmbeddedPostgres(data_dir)
+    try:
+        pg.start()
+        assert dying.poll() is not None  # start() waited for it
+        assert _postmaster_pid(data_dir) != dying.pid
+        assert _query(pg.url, "SELECT v FROM t") == [(7,)]
+    finally:
+        killer.join()
+        pg.stop()
 
 
 def test_failed_start_raises_with_server_log_tail(data_dir: Path) -> None:

@@ -33,7 +33,7 @@ from types import TracebackType
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 HOST = "127.0.0.1"
 # Tansu reads these from the environment; a stray one must not change the test broker.
@@ -134,6 +134,12 @@ class TansuBroker:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
+        except TopicAlreadyExistsError:
+            # A client's metadata request may have auto-created it first (a consumer
+            # reconnecting after restart()), or a retried request created it already.
+            (topic,) = admin.describe_topics([name])
+            if len(topic["partitions"]) != partitions:
+                raise
         finally:
             admin.close()
 

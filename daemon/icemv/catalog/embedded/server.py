@@ -38,7 +38,14 @@ from icemv.catalog.embedded.privileges import (
     run_tool,
     tool_path,
 )
-from icemv.catalog.embedded.processes import free_port, pid_alive, pid_exists, port_free, proc_start
+from icemv.catalog.embedded.processes import (
+    free_port,
+    pid_alive,
+    pid_exists,
+    port_accepts,
+    port_free,
+    proc_start,
+)
 from icemv.catalog.embedded.registry import live_handles, locked_state
 from icemv.errors import EmbeddedPostgresError
 
@@ -172,7 +179,25 @@ class EmbeddedPostgres:
             return None  # left by a crash; postgres cleans it up on the next start
         if status != "ready" and self._wait_ready(pid, time.monotonic() + START_TIMEOUT_S):
             return self._running_port()  # re-read: the port line may have changed
-        return port if status == "ready" else None
+        if status != "ready":
+            return None
+        return port if self._serving(pid, port, time.monotonic() + CRASH_RETRY_S) else None
+
+    def _serving(self, pid: int, port: int, deadline: float) -> bool:
+        """Whether the ready postmaster ``pid`` accepts connections on ``port``. A killed
+        postmaster closes its sockets before the kernel marks it a zombie, so for a moment
+        it looks alive and ready but refuses: wait for it to die (False) or answer (True)."""
+        while True:
+            if port_accepts(port):
+                return True
+            if not pid_alive(pid):
+                return False
+            if time.monotonic() > deadline:
+                raise EmbeddedPostgresError(
+                    f"PostgreSQL on {self.data_dir} (pid {pid}) is ready per postmaster.pid "
+                    f"but refuses connections on port {port}"
+                )
+            time.sleep(0.05)
 
     def _wait_ready(self, pid: int, deadline: float) -> bool:
         """Wait for a postmaster we did not start under the lock (e.g. its starter was
