@@ -10,6 +10,7 @@ follow an append, then a DELETE, an UPDATE and a dimension append together.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from concurrent.futures import wait
 
 import pyarrow as pa
@@ -86,6 +87,28 @@ def _check(lakehouse: Lakehouse, mvs: list[Identifier]) -> None:
 def test_a_fleet_refreshed_in_rounds_matches_its_sql_at_the_recorded_snapshots(
     lakehouse: Lakehouse, namespace: str, test_config: Config
 ) -> None:
+    _fleet_rounds(lakehouse, namespace, test_config, processes=0)
+
+
+def test_a_fleet_refreshed_by_worker_processes_matches_its_sql(
+    lakehouse: Lakehouse, namespace: str, test_config: Config
+) -> None:
+    """The same rounds with `refresh.processes: 2`: the embedded engine's refreshes run in
+    worker processes, what needs Spark (the first refreshes, the join once its dimension
+    moved) is handed back to the daemon's process."""
+    results = _fleet_rounds(lakehouse, namespace, test_config, processes=2)
+    in_workers = [r for r in results if r.worker_pid is not None]
+    assert {r.engine for r in in_workers} == {"duckdb"}, in_workers
+    assert {r.worker_pid for r in in_workers} - {os.getpid()} == {r.worker_pid for r in in_workers}
+    assert len(in_workers) >= 7  # every refresh on DuckDB but the nested MV's first one
+    assert {r.engine for r in results if r.worker_pid is None} <= {"spark", None}
+
+
+def _fleet_rounds(
+    lakehouse: Lakehouse, namespace: str, test_config: Config, processes: int
+) -> list[RefreshResult]:
+    """The rounds of the module's docstring, each checked against the oracle; every
+    refresh's result."""
     trips = create_trips(lakehouse, namespace, rows=ROWS)
     with trips.transaction() as tx:  # deletes and updates as position deletes
         tx.set_properties({f"write.{op}.mode": "merge-on-read" for op in ("delete", "update")})
@@ -102,8 +125,11 @@ def test_a_fleet_refreshed_in_rounds_matches_its_sql_at_the_recorded_snapshots(
         mvs.append(mv)
     spark = lakehouse.spark
     quoted = lakehouse.quoted(Identifier((namespace,), "trips"))
-    config = daemon_config(test_config, refresh={"max_concurrent": 2, "coalesce_seconds": 0})
-    daemon = Daemon(config, lakehouse=lakehouse)
+    refresh = {"max_concurrent": 2, "coalesce_seconds": 0, "processes": processes}
+    results: list[RefreshResult] = []
+    daemon = Daemon(
+        daemon_config(test_config, refresh=refresh), lakehouse=lakehouse, on_refresh=results.append
+    )
     daemon.scheduler.start()
     try:
         _round(daemon, mvs, first=True)  # full refreshes (checked elsewhere)
@@ -147,3 +173,6 @@ def test_a_fleet_refreshed_in_rounds_matches_its_sql_at_the_recorded_snapshots(
             _check(lakehouse, mvs)
     finally:
         assert daemon.scheduler.stop(60), "a refresh outlived the test"
+        if daemon.workers is not None:
+            daemon.workers.close()
+    return results

@@ -116,6 +116,11 @@ class EngineRefusedError(IcemvError, ValueError):
     message is the refresh's `engine_reason`."""
 
 
+class SparkUnavailableError(IcemvError, RuntimeError):
+    """This process has no Spark (a refresh worker process): the refresh that asked for it
+    is handed back to the daemon's own process, which runs it with Spark."""
+
+
 class ArrowUnsupportedError(IcemvError, ValueError):
     """The change rows are not read on the driver with pyarrow (refresh/changes/
     arrow_changes.py): a delete or change read it cannot apply, or one too large; the

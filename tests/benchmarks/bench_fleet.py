@@ -128,6 +128,16 @@ def cpu_seconds(process: psutil.Process) -> float:
     return total
 
 
+def worker_memory_mb() -> list[int]:
+    """Resident memory of each refresh worker process (spawned children of this one)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "multiprocessing.spawn" in " ".join(child.cmdline()):
+                found.append(round(child.memory_info().rss / 2**20))
+    return sorted(found)
+
+
 def _overruns(daemon: _RecordingDaemon) -> float:
     return daemon.metrics.registry.get_sample_value("icemv_poll_overruns_total") or 0.0
 
@@ -229,13 +239,20 @@ def run_mode(
                 f"p50 {commit['per_mv']['p50']:.2f} s p95 {commit['per_mv']['p95']:.2f} s; "
                 f"phases {commit['phases_median']}; modes {commit['modes']}; "
                 f"engines {commit['engines']} {commit['spark_reasons']}; "
-                f"max_concurrent={config.refresh.max_concurrent}",
+                f"max_concurrent={config.refresh.max_concurrent} "
+                f"processes={config.refresh.processes}; "
+                f"in workers {sum(1 for r in daemon.results if r.worker_pid)}",
                 flush=True,
             )
+        workers_mb = worker_memory_mb()
+        if workers_mb:
+            print(f"{label}: refresh workers' resident memory (MB) {workers_mb}", flush=True)
     return {
         "mvs": len(fleet.storage),
         "mode": "kafka" if publisher else "poll",
+        "worker_rss_mb": workers_mb,
         "max_concurrent": config.refresh.max_concurrent,
+        "processes": config.refresh.processes,
         "idle": idle,
         "commits": commits,
         "median": {
@@ -278,6 +295,9 @@ def main() -> None:
     parser.add_argument("--poll-interval", type=float, default=1.0)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--max-concurrent", type=int, default=None, help="default: the config's")
+    parser.add_argument(
+        "--processes", type=int, default=None, help="refresh.processes; default: the config's"
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--out", default="bench-results/fleet.json")
@@ -302,9 +322,11 @@ def main() -> None:
         for size in sizes:
             fleet.grow(size)
             for mode in modes:
-                refresh = (
-                    {} if args.max_concurrent is None else {"max_concurrent": args.max_concurrent}
-                )
+                refresh: dict[str, int] = {}
+                if args.max_concurrent is not None:
+                    refresh["max_concurrent"] = args.max_concurrent
+                if args.processes is not None:
+                    refresh["processes"] = args.processes
                 if mode == "poll" or broker is None:
                     config = daemon_config(
                         lakehouse.config,

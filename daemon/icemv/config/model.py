@@ -327,6 +327,18 @@ class RefreshConfig(_Section):
         description="Refreshes running at once (Spark jobs in FAIR pools, DuckDB "
         "connections); default: the machine's cores.",
     )
+    processes: int = Field(
+        default=0,
+        ge=0,
+        description="Worker processes for the daemon's refreshes, each with its own "
+        "interpreter: a refresh on the embedded engine is mostly Python (planning, the "
+        "portability gate, pyiceberg's commit) under one interpreter lock, so in one process "
+        "a fleet's refreshes run one at a time whatever `max_concurrent` says. A worker runs "
+        "a refresh to its commit when the embedded engine computes it and hands any refresh "
+        "that needs Spark back to the daemon's process. Each worker holds its own read cache "
+        "(`arrow_cache_bytes`) and DuckDB memory (`duckdb_memory_limit`). 0: every refresh "
+        "in the daemon's process.",
+    )
     retry_initial_seconds: float = Field(
         default=2.0, gt=0, description="The first back-off after a failed refresh."
     )

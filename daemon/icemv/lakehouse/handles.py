@@ -12,6 +12,7 @@ from pyiceberg.table import Table
 from icemv.catalog.backends import CatalogBackend, open_backend
 from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
+from icemv.errors import SparkUnavailableError
 from icemv.identifiers import Identifier
 
 if TYPE_CHECKING:
@@ -19,8 +20,11 @@ if TYPE_CHECKING:
 
 
 class Lakehouse:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, spark: bool = True) -> None:
+        """`spark=False`: a lakehouse without Spark (a refresh worker process); asking for
+        it raises SparkUnavailableError."""
         self.config = config
+        self.has_spark = spark
 
     @cached_property
     def backend(self) -> CatalogBackend:
@@ -37,6 +41,8 @@ class Lakehouse:
 
     @property
     def spark(self) -> SparkSession:
+        if not self.has_spark:
+            raise SparkUnavailableError("this process refreshes on the embedded engine only")
         from icemv.engine.spark import spark_session
 
         return spark_session(self.config, self.backend)

@@ -37,6 +37,7 @@ from icemv.service.metrics import Metrics
 from icemv.service.ownership import Ownership
 from icemv.service.poller import Reconciler
 from icemv.service.readiness import ReadinessMonitor
+from icemv.service.refresh_workers import RefreshWorkers
 from icemv.service.router import EventRouter
 from icemv.service.scheduler import RefreshScheduler
 from icemv.service.source_index import SourceIndex
@@ -73,6 +74,8 @@ class Daemon:
         self.forwarder = (
             RefreshForwarder(kafka, kafka.topics[0], config.catalog.name) if kafka.enabled else None
         )
+        processes = config.refresh.processes
+        self.workers = RefreshWorkers(config, processes) if processes else None
         self.scheduler = RefreshScheduler(
             self._refresh,
             config.refresh,
@@ -179,6 +182,8 @@ class Daemon:
             self.consumer.stop(timeout=5.0)  # intake first: no new work
         self.reconciler.stop()
         finished = self.scheduler.stop(grace)
+        if self.workers is not None:  # past the grace, a worker ends its refresh alone
+            self.workers.close(wait=finished)
         if self.consumer is not None:
             self.consumer.stop(timeout=grace)
         if self.forwarder is not None:
@@ -228,6 +233,12 @@ class Daemon:
 
     def _refresh(self, mv: Identifier) -> RefreshResult:
         self.metrics.record_attempt(mv.dotted)
+        with self._repairs_lock:
+            repaired = mv in self._repairs
+        if self.workers is not None and not repaired:  # a repair is a full refresh: Spark
+            result = self.workers.refresh(mv)
+            if result is not None:
+                return result
         spark = self.lakehouse.spark
         # Scheduler threads have no JVM-side active session of their own.
         activate(spark)
@@ -269,6 +280,7 @@ class Daemon:
             phase_seconds=dict(result.phase_seconds),
             engine=result.engine,
             engine_reason=result.engine_reason,
+            worker_pid=result.worker_pid,
         )
         if self._on_refresh is not None:
             try:

@@ -1,0 +1,122 @@
+"""Refresh worker processes: the daemon's refreshes on more than one core.
+
+A refresh the embedded engine computes is mostly Python (planning, the portability gate,
+tree building, pyiceberg's storage commit); DuckDB itself is a few milliseconds of it.
+Under one interpreter lock a fleet's refreshes therefore run one after another whatever
+`refresh.max_concurrent` says. With `refresh.processes` > 0 each scheduler thread hands
+its refresh to a pool of worker processes (spawned, never forked: the daemon runs a JVM
+and threads) and waits, the lock released.
+
+A worker runs the same `refresh_mv` over a lakehouse of its own without Spark: the plan,
+the embedded engine's delta and the storage commit, with the same conflict checks as in
+the daemon's process. A refresh that needs Spark (a full recompute, a delta the gate
+refuses, a repair) meets `SparkUnavailableError` before it commits anything and is
+handed back: `refresh()` returns None and the caller runs it itself. A worker that dies
+(killed, out of memory) loses only its refresh's uncommitted work: the pool is replaced
+and the refresh runs in the daemon's process; a storage commit is atomic either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import structlog
+
+from icemv.config import Config
+from icemv.errors import RefreshFailedError, SparkUnavailableError
+from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
+from icemv.logs import configure_logging
+from icemv.refresh.policy import refresh_mv
+from icemv.refresh.result import RefreshResult
+from icemv.service.heap import freeze_startup_heap
+
+log = structlog.get_logger(__name__)
+
+# The worker process's own lakehouse (set by _start in each worker).
+_LAKEHOUSE: Lakehouse | None = None
+
+
+class RefreshWorkers:
+    """A pool of `processes` worker processes, started on first use."""
+
+    def __init__(self, config: Config, processes: int) -> None:
+        self._config = config
+        self._processes = processes
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.lost = 0  # pools replaced after a worker died
+
+    def refresh(self, mv: Identifier) -> RefreshResult | None:
+        """`mv` refreshed by a worker; None if it needs Spark or its worker died (the
+        caller refreshes it in this process)."""
+        pool = self._current()
+        try:
+            return pool.submit(_refresh, mv).result()
+        except BrokenProcessPool:
+            self._replace(pool)
+            log.warning("refresh_worker_lost", mv=mv.dotted, processes=self._processes)
+            return None
+
+    def close(self, wait: bool = True) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=True)
+
+    def _current(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    self._processes,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start,
+                    initargs=(self._config,),
+                )
+            return self._pool
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is broken:
+                self._pool = None
+                self.lost += 1
+        broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _start(config: Config) -> None:
+    """A worker's set-up: the daemon's logging, a lakehouse without Spark."""
+    global _LAKEHOUSE
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when to stop
+    configure_logging(config.logging)
+    _LAKEHOUSE = Lakehouse(config, spark=False)
+    freeze_startup_heap()
+
+
+def _refresh(mv: Identifier) -> RefreshResult | None:
+    assert _LAKEHOUSE is not None, "not a refresh worker process"
+    try:
+        result = refresh_mv(_LAKEHOUSE, mv)
+    except SparkUnavailableError:
+        return None
+    except Exception as error:  # noqa: BLE001 (it must cross the process boundary intact)
+        raise _portable(error) from None
+    return dataclasses.replace(result, worker_pid=os.getpid())
+
+
+def _portable(error: Exception) -> Exception:
+    """`error` if it survives pickling (as the pool sends it back), else its message in a
+    RefreshFailedError."""
+    try:
+        copy = pickle.loads(pickle.dumps(error))
+        if type(copy) is type(error) and str(copy) == str(error):
+            return error
+    except Exception:  # noqa: BLE001 (any failure to round-trip means: wrap it)
+        pass
+    return RefreshFailedError(f"{type(error).__name__}: {error}")

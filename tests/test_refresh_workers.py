@@ -1,0 +1,71 @@
+"""Refresh worker processes (service/refresh_workers.py) against a real catalog and Spark:
+what the embedded engine computes runs in a worker and matches the oracle, what needs Spark
+comes back, a dead worker costs one refresh its worker (it runs in this process) and the
+pool is replaced, and an error crosses the process boundary as an error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+
+import pytest
+
+from icemv.config import Config
+from icemv.errors import RefreshFailedError
+from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
+from icemv.mv.lifecycle import create_mv
+from icemv.refresh.policy import refresh_mv
+from icemv.service.refresh_workers import RefreshWorkers, _portable
+from tests.support.oracle import assert_matches_oracle
+from tests.support.tables import append_trips, create_trips
+
+D1 = dt.date(2024, 1, 1)
+SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s, avg(fare) AS mean FROM trips GROUP BY vendor"
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spark(
+    lakehouse: Lakehouse, namespace: str, test_config: Config
+) -> None:
+    create_trips(lakehouse, namespace, rows=[(1, "a", 10.0, D1), (2, "b", 5.0, D1)])
+    mv = Identifier((namespace,), "by_vendor")
+    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    workers = RefreshWorkers(test_config, 1)
+    try:
+        assert workers.refresh(mv) is None  # the first refresh is a full one: Spark's
+        assert refresh_mv(lakehouse, mv).mode == "full"
+
+        append_trips(lakehouse, namespace, [(3, "a", 2.5, D1), (4, "c", 1.0, D1)])
+        first = workers.refresh(mv)
+        assert first is not None
+        assert (first.mode, first.engine) == ("incremental", "duckdb")
+        assert first.worker_pid is not None and first.worker_pid != os.getpid()
+        assert_matches_oracle(lakehouse, mv)
+
+        # A worker that dies: its refresh comes back to be run here, the pool is replaced.
+        os.kill(first.worker_pid, signal.SIGKILL)
+        append_trips(lakehouse, namespace, [(5, "b", 4.0, D1)])
+        assert workers.refresh(mv) is None
+        assert workers.lost == 1
+        again = workers.refresh(mv)
+        assert again is not None and again.engine == "duckdb"
+        assert again.worker_pid not in (None, os.getpid(), first.worker_pid)
+        assert_matches_oracle(lakehouse, mv)
+    finally:
+        workers.close()
+
+
+class _TwoArguments(Exception):
+    def __init__(self, left: str, right: str) -> None:
+        super().__init__(f"{left} and {right}")
+
+
+def test_an_error_that_cannot_cross_the_process_boundary_becomes_a_refresh_failure() -> None:
+    kept = RefreshFailedError("mv: storage commit conflicted 4 times")
+    assert _portable(kept) is kept
+    wrapped = _portable(_TwoArguments("this", "that"))
+    assert isinstance(wrapped, RefreshFailedError)
+    assert str(wrapped) == "_TwoArguments: this and that"
