@@ -113,8 +113,10 @@ FLEET_ROWS ?= 1000000
 FLEET_MVS ?= 10,30,100
 FLEET_COMMITS ?= 3
 FLEET_MODES ?= poll,kafka
+# refresh.processes, one run each: in the daemon's process, then one worker per core.
+FLEET_PROCESSES ?= 0,$(shell nproc)
 bench-fleet: install system-deps
-	$(BIN)/python -m tests.benchmarks.bench_fleet --rows $(FLEET_ROWS) --mvs $(FLEET_MVS) --commits $(FLEET_COMMITS) --modes $(FLEET_MODES) --out bench-results/fleet.json
+	$(BIN)/python -m tests.benchmarks.bench_fleet --rows $(FLEET_ROWS) --mvs $(FLEET_MVS) --commits $(FLEET_COMMITS) --modes $(FLEET_MODES) --processes $(FLEET_PROCESSES) --out bench-results/fleet.json
 
 # Refresh attempts and storage commit conflicts per commit with several daemon replicas.
 REPLICAS ?= 3

@@ -6,8 +6,11 @@ pool is replaced, and an error crosses the process boundary as an error."""
 from __future__ import annotations
 
 import datetime as dt
+import multiprocessing
 import os
+import shutil
 import signal
+import sys
 
 import pytest
 
@@ -55,6 +58,28 @@ def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spa
         assert again.worker_pid not in (None, os.getpid(), first.worker_pid)
         assert_matches_oracle(lakehouse, mv)
     finally:
+        workers.close()
+
+
+@pytest.mark.postgres
+def test_workers_that_cannot_start_are_turned_off_not_respawned_per_refresh(
+    test_config: Config,
+) -> None:
+    """A worker that dies before finishing any refresh (here: an interpreter that exits at
+    once) turns the workers off: every later refresh runs in the daemon's process."""
+    spawn = multiprocessing.get_context("spawn")
+    exits_at_once = shutil.which("false")
+    assert exits_at_once is not None
+    workers = RefreshWorkers(test_config, 1)
+    spawn.set_executable(exits_at_once)
+    try:
+        mv = Identifier(("nowhere",), "mv")
+        assert workers.refresh(mv) is None
+        assert workers.disabled and workers.lost == 1
+        assert workers.refresh(mv) is None
+        assert workers.lost == 1  # no new pool was started
+    finally:
+        spawn.set_executable(sys.executable)
         workers.close()
 
 

@@ -21,6 +21,10 @@ icemv's commit event per commit, polling off) the daemon (`Daemon.run` in a thre
   phase (from the daemon's results, which its `refresh` log lines and
   `icemv_refresh_phase_seconds` carry).
 
+With `--processes 0,2`, each N and mode runs once per value of `refresh.processes` (0: every
+refresh in the daemon's process; 2: the embedded engine's refreshes in two worker
+processes), one after the other on the same fleet, and prints the workers' resident memory.
+
 Prints a line per idle window and per commit, a summary table of medians over the commits,
 and writes JSON (`--out`).
 """
@@ -267,10 +271,36 @@ def run_mode(
     }
 
 
+def run_with(
+    fleet: Fleet,
+    lakehouse: Lakehouse,
+    mode: str,
+    refresh: dict[str, int],
+    broker: TansuBroker | None,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """One daemon over the fleet: polling only, or Kafka events with polling off."""
+    if mode == "poll" or broker is None:
+        config = daemon_config(
+            lakehouse.config, polling={"interval_seconds": args.poll_interval}, refresh=refresh
+        )
+        return run_mode(fleet, config, args, None)
+    topic = f"fleet-{uuid.uuid4().hex[:6]}"
+    broker.create_topic(topic)
+    config = daemon_config(
+        lakehouse.config,
+        kafka=kafka_settings(broker, topic),
+        polling={"interval_seconds": 3600},  # events only
+        refresh={"coalesce_seconds": 0.05, **refresh},
+    )
+    with CommitEventPublisher(config.kafka, topic) as publisher:
+        return run_mode(fleet, config, args, publisher)
+
+
 def print_table(runs: list[dict[str, Any]]) -> None:
     print("\nmedians over the commits (seconds)")
     header = (
-        f"{'N':>4} {'mode':6} {'conc':>4} {'all fresh':>9} {'MV p50':>7} {'MV p95':>7} "
+        f"{'N':>4} {'mode':6} {'conc':>4} {'proc':>4} {'all fresh':>9} {'MV p50':>7} {'MV p95':>7} "
         f"{'req/poll':>8} {'idle CPU %':>10}  phases (median)"
     )
     print_header(header)
@@ -278,7 +308,7 @@ def print_table(runs: list[dict[str, Any]]) -> None:
         m, idle = run["median"], run["idle"]
         per_poll = idle["catalog_requests_per_poll"]
         print(
-            f"{run['mvs']:>4} {run['mode']:6} {run['max_concurrent']:>4} "
+            f"{run['mvs']:>4} {run['mode']:6} {run['max_concurrent']:>4} {run['processes']:>4} "
             f"{m['all_fresh_seconds']:>9.2f} {m['per_mv_p50']:>7.2f} {m['per_mv_p95']:>7.2f} "
             f"{'-' if per_poll is None else per_poll:>8} {idle['cpu_percent_of_one_core']:>10}  "
             + " ".join(f"{p}={s:.3f}" for p, s in m["phases"].items())
@@ -296,7 +326,10 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--max-concurrent", type=int, default=None, help="default: the config's")
     parser.add_argument(
-        "--processes", type=int, default=None, help="refresh.processes; default: the config's"
+        "--processes",
+        default=None,
+        help="refresh.processes, one run each (e.g. 0,2; in turn per N and mode); default: "
+        "the config's",
     )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--master", default="local[2]")
@@ -322,29 +355,13 @@ def main() -> None:
         for size in sizes:
             fleet.grow(size)
             for mode in modes:
-                refresh: dict[str, int] = {}
-                if args.max_concurrent is not None:
-                    refresh["max_concurrent"] = args.max_concurrent
-                if args.processes is not None:
-                    refresh["processes"] = args.processes
-                if mode == "poll" or broker is None:
-                    config = daemon_config(
-                        lakehouse.config,
-                        polling={"interval_seconds": args.poll_interval},
-                        refresh=refresh,
-                    )
-                    runs.append(run_mode(fleet, config, args, None))
-                    continue
-                topic = f"fleet-{uuid.uuid4().hex[:6]}"
-                broker.create_topic(topic)
-                config = daemon_config(
-                    lakehouse.config,
-                    kafka=kafka_settings(broker, topic),
-                    polling={"interval_seconds": 3600},  # events only
-                    refresh={"coalesce_seconds": 0.05, **refresh},
-                )
-                with CommitEventPublisher(config.kafka, topic) as publisher:
-                    runs.append(run_mode(fleet, config, args, publisher))
+                for processes in args.processes.split(",") if args.processes else [None]:
+                    refresh: dict[str, int] = {}
+                    if args.max_concurrent is not None:
+                        refresh["max_concurrent"] = args.max_concurrent
+                    if processes is not None:
+                        refresh["processes"] = int(processes)
+                    runs.append(run_with(fleet, lakehouse, mode, refresh, broker, args))
         from icemv.engine.spark import stop_spark
 
         stop_spark()

@@ -153,6 +153,8 @@ class Daemon:
             self.index.rebuild()
             log.info("heap_frozen", objects=freeze_startup_heap())  # service/heap.py
             self.reconciler.remove_leftover_branches()  # of refreshes killed before this start
+            if self.workers is not None:
+                self.workers.start()
             self.scheduler.start()
             self.reconciler.poll()
             self.reconciler.start()

@@ -24,7 +24,7 @@ import os
 import pickle
 import signal
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import structlog
@@ -45,7 +45,7 @@ _LAKEHOUSE: Lakehouse | None = None
 
 
 class RefreshWorkers:
-    """A pool of `processes` worker processes, started on first use."""
+    """A pool of `processes` worker processes, started by `start()` or on first use."""
 
     def __init__(self, config: Config, processes: int) -> None:
         self._config = config
@@ -53,17 +53,50 @@ class RefreshWorkers:
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self.lost = 0  # pools replaced after a worker died
+        self.disabled = False
+        self._proven: set[ProcessPoolExecutor] = set()  # pools whose workers answered
+
+    def start(self) -> None:
+        """Start every worker now (a worker takes seconds to import and set up), so the
+        first refreshes after the daemon starts do not wait for them."""
+        pool = self._current()
+        if pool is not None:
+            for _ in range(self._processes):  # each finds no idle worker: one spawn each
+                pool.submit(_ready).add_done_callback(lambda f: self._started(pool, f))
 
     def refresh(self, mv: Identifier) -> RefreshResult | None:
         """`mv` refreshed by a worker; None if it needs Spark or its worker died (the
         caller refreshes it in this process)."""
         pool = self._current()
-        try:
-            return pool.submit(_refresh, mv).result()
-        except BrokenProcessPool:
-            self._replace(pool)
-            log.warning("refresh_worker_lost", mv=mv.dotted, processes=self._processes)
+        if pool is None:
             return None
+        try:  # an OSError here is the spawn failing; from result(), the refresh's own
+            future = pool.submit(_refresh, mv)
+        except (BrokenProcessPool, OSError) as error:
+            self._lost(pool, mv, error)
+            return None
+        try:
+            result = future.result()
+        except BrokenProcessPool as error:
+            self._lost(pool, mv, error)
+            return None
+        self._started(pool, None)
+        return result
+
+    def _lost(self, pool: ProcessPoolExecutor, mv: Identifier, error: Exception) -> None:
+        self._replace(pool)
+        log.warning(
+            "refresh_worker_lost",
+            mv=mv.dotted,
+            processes=self._processes,
+            error=f"{type(error).__name__}: {error}"[:200],
+        )
+
+    def _started(self, pool: ProcessPoolExecutor, ready: Future[int] | None) -> None:
+        """`pool`'s workers proved they start (a worker answered)."""
+        if ready is None or (not ready.cancelled() and ready.exception() is None):
+            with self._lock:
+                self._proven.add(pool)
 
     def close(self, wait: bool = True) -> None:
         with self._lock:
@@ -71,8 +104,10 @@ class RefreshWorkers:
         if pool is not None:
             pool.shutdown(wait=wait, cancel_futures=True)
 
-    def _current(self) -> ProcessPoolExecutor:
+    def _current(self) -> ProcessPoolExecutor | None:
         with self._lock:
+            if self.disabled:
+                return None
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
                     self._processes,
@@ -83,10 +118,20 @@ class RefreshWorkers:
             return self._pool
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:
+        """Drop a broken pool for a new one; a pool none of whose workers ever answered
+        broke at its start (a worker cannot start here): then workers are off for good,
+        rather than spawning new ones for every refresh."""
         with self._lock:
             if self._pool is broken:
                 self._pool = None
                 self.lost += 1
+                if broken not in self._proven and not self.disabled:
+                    self.disabled = True
+                    log.error(
+                        "refresh_workers_disabled",
+                        reason="no worker process ever answered: they cannot start here",
+                    )
+            self._proven.discard(broken)
         broken.shutdown(wait=False, cancel_futures=True)
 
 
@@ -97,6 +142,10 @@ def _start(config: Config) -> None:
     configure_logging(config.logging)
     _LAKEHOUSE = Lakehouse(config, spark=False)
     freeze_startup_heap()
+
+
+def _ready() -> int:
+    return os.getpid()
 
 
 def _refresh(mv: Identifier) -> RefreshResult | None:
