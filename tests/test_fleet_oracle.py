@@ -10,7 +10,6 @@ follow an append, then a DELETE, an UPDATE and a dimension append together.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from concurrent.futures import wait
 
 import pyarrow as pa
@@ -87,24 +86,10 @@ def _check(lakehouse: Lakehouse, mvs: list[Identifier]) -> None:
 def test_a_fleet_refreshed_in_rounds_matches_its_sql_at_the_recorded_snapshots(
     lakehouse: Lakehouse, namespace: str, test_config: Config
 ) -> None:
-    _fleet_rounds(lakehouse, namespace, test_config, processes=0)
+    fleet_rounds(lakehouse, namespace, test_config, processes=0)
 
 
-def test_a_fleet_refreshed_by_worker_processes_matches_its_sql(
-    lakehouse: Lakehouse, namespace: str, test_config: Config
-) -> None:
-    """The same rounds with `refresh.processes: 2`: the embedded engine's refreshes run in
-    worker processes, what needs Spark (the first refreshes, the join once its dimension
-    moved) is handed back to the daemon's process."""
-    results = _fleet_rounds(lakehouse, namespace, test_config, processes=2)
-    in_workers = [r for r in results if r.worker_pid is not None]
-    assert {r.engine for r in in_workers} == {"duckdb"}, in_workers
-    assert {r.worker_pid for r in in_workers} - {os.getpid()} == {r.worker_pid for r in in_workers}
-    assert len(in_workers) >= 7  # every refresh on DuckDB but the nested MV's first one
-    assert {r.engine for r in results if r.worker_pid is None} <= {"spark", None}
-
-
-def _fleet_rounds(
+def fleet_rounds(
     lakehouse: Lakehouse, namespace: str, test_config: Config, processes: int
 ) -> list[RefreshResult]:
     """The rounds of the module's docstring, each checked against the oracle; every

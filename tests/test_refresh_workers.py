@@ -23,6 +23,7 @@ from icemv.refresh.policy import refresh_mv
 from icemv.service.refresh_workers import RefreshWorkers, _portable
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
+from tests.test_fleet_oracle import fleet_rounds
 
 D1 = dt.date(2024, 1, 1)
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s, avg(fare) AS mean FROM trips GROUP BY vendor"
@@ -59,6 +60,24 @@ def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spa
         assert_matches_oracle(lakehouse, mv)
     finally:
         workers.close()
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+@pytest.mark.parametrize("catalog_kind", ["rest"], indirect=True, scope="session")
+def test_a_fleet_refreshed_by_worker_processes_matches_its_sql(
+    lakehouse: Lakehouse, namespace: str, test_config: Config
+) -> None:
+    """The same rounds with `refresh.processes: 2`: the embedded engine's refreshes run in
+    worker processes, what needs Spark (the first refreshes, the join once its dimension
+    moved) is handed back to the daemon's process. On REST (the worker opens its own REST
+    client); the test above covers JDBC."""
+    results = fleet_rounds(lakehouse, namespace, test_config, processes=2)
+    in_workers = [r for r in results if r.worker_pid is not None]
+    assert {r.engine for r in in_workers} == {"duckdb"}, in_workers
+    assert {r.worker_pid for r in in_workers} - {os.getpid()} == {r.worker_pid for r in in_workers}
+    assert len(in_workers) >= 7  # every refresh on DuckDB but the nested MV's first one
+    assert {r.engine for r in results if r.worker_pid is None} <= {"spark", None}
 
 
 @pytest.mark.postgres

@@ -335,7 +335,8 @@ class RefreshConfig(_Section):
         "portability gate, pyiceberg's commit) under one interpreter lock, so in one process "
         "a fleet's refreshes run one at a time whatever `max_concurrent` says. A worker runs "
         "a refresh to its commit when the embedded engine computes it and hands any refresh "
-        "that needs Spark back to the daemon's process. Each worker holds its own read cache "
+        "that needs Spark back to the daemon's process; at most `max_concurrent` are busy at "
+        "once. Each worker holds its own read cache "
         "(`arrow_cache_bytes`) and DuckDB memory (`duckdb_memory_limit`). 0: every refresh "
         "in the daemon's process.",
     )
