@@ -37,9 +37,11 @@ def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spa
     create_trips(lakehouse, namespace, rows=[(1, "a", 10.0, D1), (2, "b", 5.0, D1)])
     mv = Identifier((namespace,), "by_vendor")
     create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
-    workers = RefreshWorkers(test_config, 1)
+    handbacks: list[str] = []
+    workers = RefreshWorkers(test_config, 1, handbacks.append)
     try:
         assert workers.refresh(mv) is None  # the first refresh is a full one: Spark's
+        assert handbacks == ["spark"]
         assert refresh_mv(lakehouse, mv).mode == "full"
 
         append_trips(lakehouse, namespace, [(3, "a", 2.5, D1), (4, "c", 1.0, D1)])
@@ -54,6 +56,7 @@ def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spa
         append_trips(lakehouse, namespace, [(5, "b", 4.0, D1)])
         assert workers.refresh(mv) is None
         assert workers.lost == 1
+        assert handbacks == ["spark", "lost"]
         again = workers.refresh(mv)
         assert again is not None and again.engine == "duckdb"
         assert again.worker_pid not in (None, os.getpid(), first.worker_pid)

@@ -75,7 +75,11 @@ class Daemon:
             RefreshForwarder(kafka, kafka.topics[0], config.catalog.name) if kafka.enabled else None
         )
         processes = config.refresh.processes
-        self.workers = RefreshWorkers(config, processes) if processes else None
+        self.workers = (
+            RefreshWorkers(config, processes, self.metrics.record_worker_handback)
+            if processes
+            else None
+        )
         self.scheduler = RefreshScheduler(
             self._refresh,
             config.refresh,

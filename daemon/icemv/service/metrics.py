@@ -43,6 +43,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "icemv_refresh_attempts_total",
     "icemv_owned_mvs",
     "icemv_refresh_requests_forwarded_total",
+    "icemv_refresh_worker_handbacks_total",
     "icemv_refresh_inconsistent_total",
     "icemv_verify_runs_total",
     "icemv_verify_mismatches_total",
@@ -195,6 +196,13 @@ class Metrics:
             "MVs this replica owns: polls, schedules and commit events refresh them here.",
             registry=r,
         )
+        self.worker_handbacks = Counter(
+            "icemv_refresh_worker_handbacks",
+            "Refreshes a worker process (refresh.processes) handed back to the daemon's "
+            "process: it needs Spark (spark) or its worker died (lost).",
+            ["reason"],
+            registry=r,
+        )
         self.forwarded = Counter(
             "icemv_refresh_requests_forwarded",
             "MVs whose refresh was requested from the replica owning them (one per MV).",
@@ -274,6 +282,9 @@ class Metrics:
 
     def set_owned_mvs(self, count: int) -> None:
         self.owned_mvs.set(count)
+
+    def record_worker_handback(self, reason: str) -> None:
+        self.worker_handbacks.labels(reason=reason).inc()
 
     def record_forwarded(self, mvs: int) -> None:
         self.forwarded.inc(mvs)

@@ -24,6 +24,7 @@ import os
 import pickle
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -47,8 +48,16 @@ _LAKEHOUSE: Lakehouse | None = None
 class RefreshWorkers:
     """A pool of `processes` worker processes, started by `start()` or on first use."""
 
-    def __init__(self, config: Config, processes: int) -> None:
+    def __init__(
+        self,
+        config: Config,
+        processes: int,
+        on_handback: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_handback(reason)`: told of each refresh handed back, `spark` (it needs
+        Spark) or `lost` (its worker died or could not be started)."""
         self._config = config
+        self._on_handback = on_handback or (lambda reason: None)
         self._processes = processes
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -68,7 +77,7 @@ class RefreshWorkers:
         """`mv` refreshed by a worker; None if it needs Spark or its worker died (the
         caller refreshes it in this process)."""
         pool = self._current()
-        if pool is None:
+        if pool is None:  # turned off: not a handback
             return None
         try:  # an OSError here is the spawn failing; from result(), the refresh's own
             future = pool.submit(_refresh, mv)
@@ -81,10 +90,13 @@ class RefreshWorkers:
             self._lost(pool, mv, error)
             return None
         self._started(pool, None)
+        if result is None:
+            self._on_handback("spark")
         return result
 
     def _lost(self, pool: ProcessPoolExecutor, mv: Identifier, error: Exception) -> None:
         self._replace(pool)
+        self._on_handback("lost")
         log.warning(
             "refresh_worker_lost",
             mv=mv.dotted,
