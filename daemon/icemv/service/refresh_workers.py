@@ -11,7 +11,9 @@ A worker runs the same `refresh_mv` over a lakehouse of its own without Spark: t
 the embedded engine's delta and the storage commit, with the same conflict checks as in
 the daemon's process. A refresh that needs Spark (a full recompute, a delta the gate
 refuses, a repair) meets `SparkUnavailableError` before it commits anything and is
-handed back: `refresh()` returns None and the caller runs it itself. A worker that dies
+handed back: `refresh()` returns None and the caller runs it itself, planning it again
+(a few milliseconds; a fleet whose refreshes mostly need Spark gains nothing from workers
+and pays that twice). A worker that dies
 (killed, out of memory) loses only its refresh's uncommitted work: the pool is replaced
 and the refresh runs in the daemon's process; a storage commit is atomic either way.
 """
