@@ -34,6 +34,7 @@ from pyiceberg.types import DecimalType, IcebergType
 from sqlglot import exp
 
 from icemv.mv.layout import spark_type
+from icemv.refresh.patch.keyed import let
 from icemv.refresh.patch.sqltree import case, coalesce, col, if_, num, paren, sum_
 from icemv.sql import decimals
 from icemv.sql.analysis import AggregateAnalysis, AggregateColumn
@@ -55,6 +56,8 @@ class MergeRules:
     exploded: bool = False
     # Why no merge is exact for this view: its touched groups are recomputed instead.
     recompute: str | None = None
+    # Values the others read several times, by name (`let(name)`, see KeyedMerge.lets).
+    lets: dict[str, exp.Expr] = field(default_factory=dict)
 
 
 def unit_weight() -> exp.Expr:
@@ -267,10 +270,12 @@ def _decimal_rule(
             f"fewer than its {result.scale}"
         )
         return
-    quotient = _div(summed, decimals.cast(new_count.copy(), decimals.COUNT_DECIMAL))
-    rules.values[output] = if_(empty, exp.null(), decimals.cast(quotient.copy(), result))
+    # The quotient is read by the value and three times by its half-way test: one let.
+    quotient = f"__icemv_q{index}"
+    rules.lets[quotient] = _div(summed, decimals.cast(new_count.copy(), decimals.COUNT_DECIMAL))
+    rules.values[output] = if_(empty, exp.null(), decimals.cast(let(quotient), result))
     rules.unknown.append(
-        exp.and_(exp.Not(this=empty.copy()), decimals.half_way(quotient, computed, result))
+        exp.and_(exp.Not(this=empty.copy()), decimals.half_way(let(quotient), computed, result))
     )
 
 

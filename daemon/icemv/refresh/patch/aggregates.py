@@ -33,7 +33,7 @@ from sqlglot import exp
 from icemv.errors import FullRefreshRequiredError
 from icemv.refresh.exec import Executor, spark_of
 from icemv.refresh.patch.aggregate_rules import merge_rules, unit_weight
-from icemv.refresh.patch.keyed import KeyedMerge, rewrite_from_driver, spark_merge
+from icemv.refresh.patch.keyed import KeyedMerge, rewrite_from_driver, spark_merge, without_stored
 from icemv.refresh.patch.model import PatchTarget, StoragePatch
 from icemv.refresh.patch.sqltree import (
     aliased,
@@ -142,11 +142,13 @@ def merge_aggregates_patch(
     key_outputs = {out: alias for out, alias in keys}
     updates = {name: value for name, value in rules.values.items() if name not in key_outputs}
     inserts: list[exp.Expr] = [
-        col(key_outputs[name], "s") if name in key_outputs else _new_group(rules.values[name])
+        col(key_outputs[name], "s") if name in key_outputs else without_stored(rules.values[name])
         for name in outputs
     ]
     insert_when = exp.GT(this=col(DELTA_COUNT, "s"), expression=num(0))
-    spec = KeyedMerge(source, _match(keys, "t", "s"), outputs, updates, inserts, gone, insert_when)
+    spec = KeyedMerge(
+        source, _match(keys, "t", "s"), outputs, updates, inserts, gone, insert_when, rules.lets
+    )
     suspects: exp.Expr = exp.false()
     if state:
         suspects = any_of([condition.copy() for condition in rules.unknown])
@@ -168,18 +170,6 @@ def merge_aggregates_patch(
     spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
     counts = spec.counts(spark, target, suspects)
     return recompute() if counts.suspect else spark_merge(spark, spec, counts)
-
-
-def _new_group(value: exp.Expr) -> exp.Expr:
-    """A merged value for a group the delta creates: every stored column NULL (a MERGE's
-    INSERT clause cannot name the target row)."""
-
-    def stored_to_null(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column) and node.table == "t":
-            return exp.null()
-        return node
-
-    return value.copy().transform(stored_to_null)
 
 
 def touched_groupings(

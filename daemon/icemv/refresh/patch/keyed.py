@@ -15,8 +15,8 @@ the commit asserts the storage has not moved since.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -50,6 +50,24 @@ HERE = "__icemv_here"  # set on every storage row
 HIT = "__icemv_hit"  # set on every source row
 STATUS = "__icemv_status"
 SUSPECT = "__icemv_suspect"
+LET = "__icemv_let"  # the table name a let is read by (KeyedMerge.lets)
+
+
+def let(name: str) -> exp.Column:
+    """A let of the joined storage and source row, by name (see KeyedMerge.lets)."""
+    return col(name, LET)
+
+
+def without_stored(value: exp.Expr) -> exp.Expr:
+    """`value` for a source row that matches no storage row: every `t` column NULL (a
+    MERGE's INSERT clause cannot name the target row)."""
+
+    def stored_to_null(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table == "t":
+            return exp.null()
+        return node
+
+    return value.copy().transform(stored_to_null)
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,13 @@ class KeyedMerge:
     """What the patch does, as expressions over the storage row `t` and source row `s`.
 
     Every expression is copied where it is used: a sqlglot node belongs to one tree.
+
+    `lets` name values of the joined row (over `t` and `s`) that the other expressions
+    read as `let(name)`, several times each (an AVG's quotient in its value and its
+    half-way test). The driver rewrite computes each once per row, in a SELECT under the
+    one that reads them; MERGE and its counts write them out in place. Both mean the
+    same: a let reads the row it is used in, `t` NULL where no storage row matched, so an
+    INSERT's let is the let without the stored row.
     """
 
     source: str  # temp view of the source rows
@@ -82,16 +107,33 @@ class KeyedMerge:
     inserts: Sequence[exp.Expr]  # the value of each output column in an inserted row
     delete_when: exp.Expr  # matched rows to delete
     insert_when: exp.Expr  # unmatched source rows to insert
+    lets: Mapping[str, exp.Expr] = field(default_factory=dict)
+
+    def inlined(self, expression: exp.Expr, stored: bool = True) -> exp.Expr:
+        """A copy of `expression` with each let written out (`stored` False: in an
+        INSERT, which has no storage row)."""
+
+        def each(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Column) and node.table == LET:
+                value = self.lets[node.name]
+                # A tree built here has no precedence but its Paren nodes.
+                return paren(value.copy() if stored else without_stored(value))
+            return node
+
+        return expression.copy().transform(each)
 
     def merge(self, spark: SparkSession, target: str) -> None:
         whens = []
         if self.delete_when != exp.false():
-            whens.append(when_matched_delete(self.delete_when.copy()))
+            whens.append(when_matched_delete(self.inlined(self.delete_when)))
         if self.updates:
-            whens.append(when_matched_update([(c, v.copy()) for c, v in self.updates.items()]))
+            updates = [(c, self.inlined(v)) for c, v in self.updates.items()]
+            whens.append(when_matched_update(updates))
         whens.append(
             when_not_matched_insert(
-                self.insert_when.copy(), self.outputs, [v.copy() for v in self.inserts]
+                self.inlined(self.insert_when, stored=False),
+                self.outputs,
+                [self.inlined(v, stored=False) for v in self.inserts],
             )
         )
         spark.sql(render(merge_into(target, view(self.source, "s"), self.on.copy(), whens)))
@@ -110,14 +152,15 @@ class KeyedMerge:
     ) -> Counts:
         """What the MERGE will do, counted before it runs (one Spark job)."""
         here = col(HERE, "t")
-        kept = exp.and_(here.copy(), exp.Not(this=paren(self.delete_when.copy())))
+        delete_when = self.inlined(self.delete_when)
+        kept = exp.and_(here.copy(), exp.Not(this=paren(delete_when.copy())))
         query = (
             exp.select(
                 exp.CountIf(this=exp.and_(exp.Is(this=here.copy(), expression=exp.null()),
-                                          self.insert_when.copy())),
-                exp.CountIf(this=exp.and_(here.copy(), paren(self.delete_when.copy()))),
+                                          self.inlined(self.insert_when))),
+                exp.CountIf(this=exp.and_(here.copy(), paren(delete_when))),
                 exp.CountIf(this=kept.copy()),
-                exp.CountIf(this=exp.and_(kept, paren(suspect or exp.false()))),
+                exp.CountIf(this=exp.and_(kept, paren(self.inlined(suspect or exp.false())))),
             )
             .from_(view(self.source, "s"), copy=False)
             .join(self._storage(target), on=self.on.copy(), join_type="LEFT", copy=False)
@@ -162,15 +205,44 @@ class KeyedMerge:
         source = exp.select(exp.Star(), aliased(exp.true(), HIT)).from_(
             view(self.source), copy=False
         )
-        return (
-            exp.select(
-                *values,
-                aliased(status, STATUS),
-                aliased(coalesce(suspect_row, exp.false()), SUSPECT),
+        row = [
+            *values,
+            aliased(status, STATUS),
+            aliased(coalesce(suspect_row, exp.false()), SUSPECT),
+        ]
+
+        def joined(*projections: exp.Expr) -> exp.Select:
+            return (
+                exp.select(*projections)
+                .from_(self._storage(target, coalesce_to_one=True), copy=False)
+                .join(subquery(source, "s"), on=self.on.copy(), join_type="FULL OUTER", copy=False)
             )
-            .from_(self._storage(target, coalesce_to_one=True), copy=False)
-            .join(subquery(source, "s"), on=self.on.copy(), join_type="FULL OUTER", copy=False)
-        )
+
+        return _over_lets(row, self.lets, joined) if self.lets else joined(*row)
+
+
+def _over_lets(
+    row: Sequence[exp.Expr],
+    lets: Mapping[str, exp.Expr],
+    joined: Callable[..., exp.Select],
+) -> exp.Select:
+    """`row` over the join, with each let computed once per joined row by a SELECT under
+    it, which also names every `t` and `s` column the row reads (`__icemv_t_<name>`,
+    `__icemv_s_<name>`: the two sides may share names); the row reads them from it (`j`)."""
+    below: dict[str, exp.Expr] = {name: value.copy() for name, value in lets.items()}
+
+    def lifted(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table in ("t", "s"):
+            name = f"__icemv_{node.table}_{node.name}"
+            below.setdefault(name, col(node.name, node.table))
+            return col(name, "j")
+        if isinstance(node, exp.Column) and node.table == LET:
+            return col(node.name, "j")
+        return node
+
+    above = [expression.transform(lifted) for expression in row]
+    inner = joined(*[aliased(value, name) for name, value in below.items()])
+    return exp.select(*above).from_(subquery(inner, "j"), copy=False)
 
 
 @dataclass(frozen=True)
