@@ -18,7 +18,9 @@ delta sum NULL with inputs, an addend too wide to add exactly) is recomputed. AV
 as Spark's AVG does, `sum / CAST(count AS DECIMAL(20, 0))` cast to its type, which is
 exact when that division keeps at least AVG's places and the digits it rounds are not
 exactly half a unit (a group where they are is recomputed); otherwise the touched groups
-are recomputed (`recompute` says why).
+are recomputed (`recompute` says why). The quotient, read by the value and by the half-way
+test, is one let (`MergeRules.lets`, see keyed.KeyedMerge): the same value of the same
+joined row wherever it is read, so naming it changes no result.
 
 Floating-point SUM/AVG and the deviations merge appends only: under deletes the strategy
 (`AggregateAnalysis.aggregate_strategy`, `floating`) recomputes their groups, since taking
