@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from pyiceberg.types import DoubleType
 
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.explain import explain_analysis, render_explain
@@ -251,3 +252,24 @@ def test_explain_names_the_rule(lakehouse: Lakehouse, sql: str, rule: str) -> No
     assert not isinstance(analysis, NotMaintainable), analysis.details
     text = render_explain(explain_analysis(analysis, "auto"))
     assert rule in text, text
+
+
+def test_an_analysis_is_kept_per_schema_and_every_caller_gets_its_own(
+    lakehouse: Lakehouse,
+) -> None:
+    """A repeated analysis is a copy of the kept one: changing it changes no later one,
+    and a column added to a source analyses the view again (its `*` grew)."""
+    sql = "SELECT * FROM trips WHERE fare > 1"
+    first = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert not isinstance(first, NotMaintainable)
+    first.query.set("where", None)
+    again = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert not isinstance(again, NotMaintainable)
+    assert again.query.args.get("where") is not None
+    assert again.query is not first.query
+    assert again.output_columns == ("id", "vendor", "fare")
+    with lakehouse.catalog.load_table(("nyc", "trips")).update_schema() as schema:
+        schema.add_column("tip", DoubleType())
+    grown = analyse(CatalogReads(lakehouse), sql, ("nyc",))
+    assert not isinstance(grown, NotMaintainable)
+    assert grown.output_columns == ("id", "vendor", "fare", "tip")

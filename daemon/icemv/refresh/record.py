@@ -62,7 +62,12 @@ def result_of_commit(
 ) -> RefreshResult:
     """The result of a refresh that committed `properties`: counts not known up front are
     read from Iceberg's summary of that commit."""
-    committed = find_commit(plan.storage.refresh(), properties[REFRESH_ID_KEY])
+    refresh_id = properties[REFRESH_ID_KEY]
+    # A driver commit left its metadata on the handle (pyiceberg updates the table it
+    # committed through); a Spark commit did not: then the table is reloaded.
+    committed = find_commit(plan.storage, refresh_id) or find_commit(
+        plan.storage.refresh(), refresh_id
+    )
     summary = summary_of(committed)
     if rows_inserted is None:
         rows_inserted = int(summary.get(ADDED_RECORDS, 0))

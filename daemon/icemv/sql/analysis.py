@@ -14,6 +14,10 @@ Pure: the sources' schemas come from a `SourceResolver`; no catalog I/O here.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from copy import deepcopy
 from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
@@ -181,12 +185,58 @@ IvmAnalysis = NotMaintainable | RowsAnalysis | AggregateAnalysis
 MaintainableAnalysis = RowsAnalysis | AggregateAnalysis
 
 
+_KEPT = 512  # analyses kept per process
+_analyses: OrderedDict[Hashable, IvmAnalysis] = OrderedDict()
+_analyses_lock = threading.Lock()
+
+
 def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ...]) -> IvmAnalysis:
-    """Whether (and how) the view is maintained incrementally; sources via `resolver`."""
+    """Whether (and how) the view is maintained incrementally; sources via `resolver`.
+
+    The answer depends on the SQL, the namespace, the catalog's name and each source as
+    it resolves (which table, its columns), not on the sources' snapshots: a refresh of an
+    unchanged view over unchanged schemas asks again what it asked last time, and the
+    analysis (parse, qualify, normalise, shape: ~5 ms) is done once per process (the last
+    512 kept). Every call gets a deep copy of its own (the caller may change it), as
+    `parse_query` gives one; a view whose sources do not all resolve is not kept."""
     try:
         query = parse_query(sql)
     except ViewSqlError as exc:
         return NotMaintainable(("unparsable",), (str(exc),))
+    key = _memo_key(resolver, query, sql, default_namespace)
+    if key is not None:
+        with _analyses_lock:
+            kept = _analyses.get(key)
+            if kept is not None:
+                _analyses.move_to_end(key)
+        if kept is not None:
+            return deepcopy(kept)
+    found = _analysed(resolver, query, default_namespace)
+    if key is not None:
+        with _analyses_lock:
+            _analyses[key] = deepcopy(found)
+            while len(_analyses) > _KEPT:
+                _analyses.popitem(last=False)
+    return found
+
+
+def _memo_key(
+    resolver: SourceResolver, query: exp.Query, sql: str, default_namespace: tuple[str, ...]
+) -> Hashable | None:
+    """What the analysis of `query` depends on, None if a source does not resolve."""
+    resolved = []
+    for table in table_references(query):
+        identifier = Identifier((table.db,) if table.db else default_namespace, table.name)
+        info = _resolve_table(resolver, identifier)
+        if info is None:
+            return None
+        resolved.append((identifier, replace(info, snapshot_id=None)))
+    return (sql, default_namespace, resolver.catalog_name, tuple(resolved))
+
+
+def _analysed(
+    resolver: SourceResolver, query: exp.Query, default_namespace: tuple[str, ...]
+) -> IvmAnalysis:
     reasons: list[str] = []
     details: list[str] = []
     sources: list[Identifier] = []
