@@ -264,3 +264,21 @@ def test_auto_weighs_the_arrow_read(lakehouse: Lakehouse, namespace: str) -> Non
     result = refresh_mv(lakehouse, refused)
     assert (result.mode, result.reason) == ("full", "delta-too-large"), result
     assert_matches_oracle(lakehouse, refused)
+
+
+def test_a_file_rewritten_again_is_decoded_once_per_where(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """Copy-on-write rewrites of one file: the file a rewrite removes is the one the last
+    rewrite added, whose kept rows were read then, so only the added file is decoded. The
+    kept rows are the WHERE's own: a view with another WHERE reads its own, still exact."""
+    name = _trips(lakehouse, namespace, "copy-on-write")
+    sql = "SELECT id, vendor, fare FROM trips WHERE fare {} 20"
+    cheap = refreshed_mv(lakehouse, namespace, "cheap", sql.format("<"))
+    dear = refreshed_mv(lakehouse, namespace, "dear", sql.format(">="))
+    lakehouse.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 50 AND 59")
+    for mv in (cheap, dear):  # the removed file and the added one
+        assert refresh_by(lakehouse, mv, "duckdb").source_rows_read == ROWS + ROWS - 10
+    lakehouse.spark.sql(f"UPDATE {name} SET fare = 19 WHERE id BETWEEN 100 AND 104")
+    for mv in (cheap, dear):  # the added file only
+        assert refresh_by(lakehouse, mv, "duckdb").source_rows_read == ROWS - 10

@@ -73,3 +73,12 @@ def test_a_failed_load_lets_waiters_load_themselves() -> None:
         with pytest.raises(OSError):
             owner.result(timeout=10)
         assert waiter.result(timeout=10).num_rows == 3
+
+
+def test_a_piece_past_its_share_of_the_bound_is_returned_not_kept() -> None:
+    piece = _rows(100)
+    cache = AppendedRowsCache(piece.nbytes * 4)
+    assert cache.piece(("big",), lambda: piece, share=0.2).equals(piece)
+    assert cache.cached_bytes == 0
+    assert cache.piece(("fits",), lambda: piece, share=0.25).equals(piece)
+    assert cache.cached_bytes == piece.nbytes

@@ -298,7 +298,8 @@ class RefreshConfig(_Section):
         default=64 * 1024 * 1024,
         ge=0,
         description="Rows read with pyiceberg for the embedded engine (appended rows, "
-        "tables read whole) are shared across MVs, per process, up to this many bytes "
+        "tables read whole, the rows a view keeps of a rewritten file read whole) are "
+        "shared across MVs, per process, up to this many bytes "
         "(least recently used first out).",
     )
     arrow_join_max_rows: int = Field(

@@ -19,7 +19,6 @@ DuckDB error such as an overflow Spark would wrap).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -30,7 +29,7 @@ from sqlglot import exp
 from icemv.config import Config
 from icemv.errors import ArrowUnsupportedError, EngineRefusedError
 from icemv.identifiers import Identifier
-from icemv.refresh.changes.arrow_changes import changed_rows
+from icemv.refresh.changes.arrow_changes import KeptRows, changed_rows
 from icemv.refresh.changes.arrow_reads import (
     AppendedRowsCache,
     appended_rows,
@@ -99,7 +98,9 @@ class EmbeddedRoute:
             return executor.add_rows("delta", weighted), rows.num_rows
         keep = self._kept(executor) if self.where is not None else None
         try:
-            changed = changed_rows(self.source, self.change, self.columns, self.max_rows, keep)
+            changed = changed_rows(
+                self.source, self.change, self.columns, self.max_rows, keep, cache
+            )
         except ArrowUnsupportedError as why:
             raise EngineRefusedError(str(why)) from None
         raw = executor.add_rows("changes", changed.rows)
@@ -112,10 +113,12 @@ class EmbeddedRoute:
         table = exp.Table(this=exp.to_identifier(raw, quoted=True))
         return executor.register("delta", netted(table, identities)), changed.rows_read
 
-    def _kept(self, executor: DuckDBExecutor) -> Callable[[pa.Table], pa.Table]:
-        """The rows of one file the view's WHERE keeps (filtering keeps their order)."""
+    def _kept(self, executor: DuckDBExecutor) -> KeptRows:
+        """The rows of one file the view's WHERE keeps (filtering keeps their order), and
+        what decides them: the WHERE, the alias it reads the rows by, the session zone."""
         where = self.where
         assert where is not None
+        key = (where.sql(dialect="spark"), self.alias, self.time_zone)
 
         def kept(rows: pa.Table) -> pa.Table:
             name = executor.add_rows("file", rows)
@@ -131,7 +134,7 @@ class EmbeddedRoute:
             finally:
                 executor.forget(name)
 
-        return kept
+        return KeptRows(kept, key)
 
     def hold(self, executor: DuckDBExecutor, cache: AppendedRowsCache) -> dict[
         tuple[Identifier, int | None], str

@@ -34,7 +34,7 @@ the needed columns' field ids raise ArrowUnsupportedError: Spark reads those.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -65,7 +65,7 @@ from icemv.refresh.changes.arrow_equality import (
     column_names_by_id,
     equality_delete,
 )
-from icemv.refresh.changes.arrow_reads import read_schema
+from icemv.refresh.changes.arrow_reads import AppendedRowsCache, read_schema
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.manifests import range_entries, touched_files
 from icemv.refresh.changes.rewrite_diff import rewrites
@@ -123,20 +123,41 @@ def row_groups_for(
     return groups, pa.chunked_array(offsets, pa.int64()).to_pylist()
 
 
+@dataclass(frozen=True)
+class KeptRows:
+    """The rows the view's WHERE keeps of one file's rows (`apply`, keeping their order),
+    and all that decides them (`key`: the WHERE, the name it reads the rows by, the
+    engine's session time zone)."""
+
+    apply: Callable[[pa.Table], pa.Table]
+    key: Hashable
+
+
+# A whole file's kept rows are shared (AppendedRowsCache) while at most this share of it.
+_FILE_SHARE = 0.25
+
+
 def changed_rows(
     table: Table,
     change: SourceChange,
     columns: Sequence[str] | None,
     max_rows: int,
-    keep: Callable[[pa.Table], pa.Table] | None = None,
+    keep: KeptRows | None = None,
+    cache: AppendedRowsCache | None = None,
 ) -> ChangedRows:
     """The range's weighted rows of `columns` (None: all), under its pinned schema;
     ArrowUnsupportedError past `max_rows` of them.
 
     `keep`: the rows the view's WHERE keeps (over `columns`), taken from each file read
     before anything else: a multiset difference of kept rows is the kept rows of the
-    difference, and keeping rows keeps their order, which the rewrite diff follows."""
-    kept = keep or (lambda rows: rows)
+    difference, and keeping rows keeps their order, which the rewrite diff follows.
+
+    `cache`: a data file read whole with no deletes applied holds the same rows whenever
+    it is read (files are immutable): its kept rows are shared through `cache`, keyed by
+    the file, the pinned schema, the columns and `keep.key`. A copy-on-write rewrite of a
+    file rewritten before then decodes only the file it adds (the one it removes was the
+    last rewrite's added file). `rows_read` counts the rows decoded."""
+    kept = keep.apply if keep is not None else (lambda rows: rows)
     pinned = read_schema(table, change)
     schema = pinned
     if columns is not None:  # at least one column: the rows are counted by it
@@ -157,20 +178,29 @@ def changed_rows(
     extra = [n for n in key_names.values() if n not in schema.column_names]
     read_with_keys = pinned.select(*schema.column_names, *extra) if extra else schema
     parts: list[pa.Table] = []
-    read = 0
     scan = ArrowScan(table.metadata, table.io, read_with_keys, AlwaysTrue())
+    decoded: list[int] = []  # records of the files read whole (list.append is atomic)
+    uuid = str(table.metadata.table_uuid)
+    file_key = (pinned.schema_id, tuple(target.names), keep.key if keep else None)
 
     def whole(task: FileScanTask, planned: _Planned) -> pa.Table:
-        return kept(_conform(_live(scan, task, planned, values, key_names), target))
+        def load() -> pa.Table:
+            decoded.append(task.file.record_count)
+            return kept(_conform(_live(scan, task, planned, values, key_names), target))
+
+        path = task.file.file_path
+        if cache is None or task.delete_files or planned.applying(path):
+            return load()
+        return cache.piece(("file", uuid, path, *file_key), load, _FILE_SHARE)
 
     chosen = {
         weight: [(planned, planned.tasks[p]) for p in sorted(files) if p in planned.tasks]
         for files, planned, weight in ((added, new, 1), (removed, old, -1))
     }
     every = [*chosen[1], *chosen[-1]]
-    read += sum(t.file.record_count for _, t in every)
     with ThreadPoolExecutor(max_workers=_READERS) as pool:  # pyarrow decodes without the GIL
         tables = iter(list(pool.map(lambda pt: whole(pt[1], pt[0]), every)))
+    read = sum(decoded)
     whole_files = {
         weight: [(t, next(tables)) for _, t in pairs] for weight, pairs in chosen.items()
     }

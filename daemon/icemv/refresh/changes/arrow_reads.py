@@ -8,7 +8,9 @@ used goes first), so N MVs over one source read each appended file once, and MVs
 recorded snapshots differ read the union of their ranges: a range is the concatenation
 of its snapshots' pieces. Unchanged tables a join reads (refresh/route.py) are
 cached the same way, whole at one snapshot, keyed by their columns read too (a table with
-equality deletes, which pyiceberg's scan refuses, read by arrow_changes.snapshot_rows).
+equality deletes, which pyiceberg's scan refuses, read by arrow_changes.snapshot_rows),
+and so are the rows a view keeps of a whole data file a copy-on-write rewrite removed or
+added (arrow_changes.changed_rows), while small against the bound.
 Thread-safe: a piece being read by one refresh is awaited by
 the others, not read again.
 """
@@ -32,7 +34,9 @@ from icemv.errors import ArrowUnsupportedError
 from icemv.refresh.changes.classify import SourceChange
 
 # Appended rows: (table uuid, snapshot id, schema id); a table read whole for a join:
-# ("table", uuid, snapshot id, schema id, its columns read).
+# ("table", uuid, snapshot id, schema id, its columns read); the rows a view's WHERE
+# keeps of a data file a range with deletes read whole: ("file", uuid, path, schema id,
+# columns, the WHERE's key) (arrow_changes.changed_rows).
 PieceKey = tuple[Hashable, ...]
 
 
@@ -54,8 +58,9 @@ class AppendedRowsCache:
         self.files_read = 0  # data files read since the process started (for tests, metrics)
         self.tables_read = 0  # unchanged tables read whole for joins, likewise
 
-    def piece(self, key: PieceKey, load: Callable[[], pa.Table]) -> pa.Table:
-        """The cached piece for `key`, else `load()`ed once (concurrent callers wait)."""
+    def piece(self, key: PieceKey, load: Callable[[], pa.Table], share: float = 1.0) -> pa.Table:
+        """The cached piece for `key`, else `load()`ed once (concurrent callers wait) and
+        kept if at most `share` of the bound."""
         with self._lock:
             cached = self._pieces.get(key)
             if cached is not None:
@@ -71,7 +76,8 @@ class AppendedRowsCache:
         try:
             rows = load()
             loading.rows = rows
-            self._keep(key, rows)
+            if rows.nbytes <= self.max_bytes * share:
+                self._keep(key, rows)
             return rows
         finally:
             with self._lock:
