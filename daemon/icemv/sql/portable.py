@@ -52,13 +52,15 @@ Where the engines differ, and what the gate does about it:
 - WITH: each CTE gated like a query (a column list renames its columns), its name hiding
   a relation's; recursive WITH refused.
 - set operations other than UNION ALL, complex types, functions not listed here: refused.
-Pure: sqlglot trees and types only.
+Pure: sqlglot trees and types only (the answers kept per process, see `to_duckdb`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -98,13 +100,41 @@ class Portable:
     columns: tuple[tuple[str, SparkType], ...]  # the output columns with Spark's types
 
 
+_KEPT = 1024  # answers kept per process (a fleet's MVs each run a few trees)
+_answers: OrderedDict[Hashable, Portable | str] = OrderedDict()
+_answers_lock = threading.Lock()
+
+
 def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
     """`query` (Spark SQL over the named relations) as DuckDB SQL, or NotPortable.
 
     A tree means what Spark runs: a node's flags are read as Spark's parser sets them
-    (GREATEST ignores NULLs whether or not the node says so)."""
-    rendered, columns = _Gate(relations).query(query)
-    return Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))
+    (GREATEST ignores NULLs whether or not the node says so). So the answer is a function
+    of the tree's Spark SQL and the relations' types, and it is kept per process, keyed
+    by both: a refresh builds the trees its MV's last refresh built (the executor names
+    its relations alike each time), and rendering the key costs about a third of the
+    gate."""
+    key = (
+        query.sql(dialect="spark"),
+        tuple((name, tuple(schema.items())) for name, schema in sorted(relations.items())),
+    )
+    with _answers_lock:
+        kept = _answers.get(key)
+        if kept is not None:
+            _answers.move_to_end(key)
+    if kept is None:
+        try:
+            rendered, columns = _Gate(relations).query(query)
+            kept = Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))
+        except NotPortable as why:
+            kept = str(why)
+        with _answers_lock:
+            _answers[key] = kept
+            while len(_answers) > _KEPT:
+                _answers.popitem(last=False)
+    if isinstance(kept, str):
+        raise NotPortable(kept)
+    return kept
 
 
 def duckdb_type(spark: SparkType) -> exp.DataType:

@@ -13,7 +13,6 @@ GIL while it runs, so refreshes on the driver overlap.
 from __future__ import annotations
 
 import threading
-import uuid
 import warnings
 
 import duckdb
@@ -71,13 +70,14 @@ class DuckDBExecutor:
     def __init__(self, threads: int, memory_limit: str, time_zone: str) -> None:
         self.connection = connect(threads, memory_limit, time_zone)
         self.schemas: dict[str, Schema] = {}
+        self._named: dict[str, int] = {}  # relations named so far, per purpose
         # One call at a time on the connection (files read in parallel filter through it).
         self._lock = threading.Lock()
 
     def add_rows(self, purpose: str, rows: pa.Table) -> str:
         """Arrow rows as a relation the trees may name; its name."""
-        name = _name(purpose)
         with self._lock:
+            name = self._name(purpose)
             self.connection.register(name, rows)
             self.schemas[name] = {f.name: of_arrow(f.type) for f in rows.schema}
         return name
@@ -127,6 +127,9 @@ class DuckDBExecutor:
     def drop(self) -> None:
         self.connection.close()
 
-
-def _name(purpose: str) -> str:
-    return f"__icemv_{purpose}_{uuid.uuid4().hex[:12]}"
+    def _name(self, purpose: str) -> str:
+        """A name no relation of this connection has: the same names in the same order on
+        every refresh (a connection's relations are its own), so the trees of an MV's
+        refreshes are the same text and the gate's answer for them is kept."""
+        count = self._named[purpose] = self._named.get(purpose, 0) + 1
+        return f"__icemv_{purpose}_{count}"

@@ -1,0 +1,63 @@
+"""The gate's answers kept per Spark text and relation types (sql/portable.py
+`to_duckdb`), and the executor naming its relations alike on every refresh
+(refresh/exec/duckdb.py), which is what lets a refresh find its last one's answers."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from icemv.refresh.exec.duckdb import DuckDBExecutor
+from icemv.sql import portable
+from icemv.sql.spark_types import BIGINT, DOUBLE, INT, STRING
+
+SUM = "SELECT k, sum(v) AS s FROM r GROUP BY k"
+
+
+def _query(sql: str) -> exp.Query:
+    parsed = sqlglot.parse_one(sql, read="spark")
+    assert isinstance(parsed, exp.Query)
+    return parsed
+
+
+def test_the_same_text_over_the_same_types_gets_the_same_answer() -> None:
+    relations = {"r": {"k": STRING, "v": INT}}
+    first = portable.to_duckdb(_query(SUM), relations)
+    assert portable.to_duckdb(_query(SUM), relations) is first  # kept, not gated again
+    assert first.columns == (("k", STRING), ("s", BIGINT))
+
+
+def test_other_types_of_a_relation_are_gated_anew() -> None:
+    integers = portable.to_duckdb(_query(SUM), {"r": {"k": STRING, "v": INT}})
+    doubles = portable.to_duckdb(_query(SUM), {"r": {"k": STRING, "v": DOUBLE}})
+    assert doubles.columns == (("k", STRING), ("s", DOUBLE))
+    assert doubles.sql != integers.sql
+
+
+def test_a_refusal_is_kept_and_raised_again() -> None:
+    relations = {"r": {"k": DOUBLE, "v": INT}}
+    query = "SELECT DISTINCT k FROM r"  # -0.0 and NaN group apart in DuckDB
+    with pytest.raises(portable.NotPortable) as first:
+        portable.to_duckdb(_query(query), relations)
+    with pytest.raises(portable.NotPortable) as again:
+        portable.to_duckdb(_query(query), relations)
+    assert str(again.value) == str(first.value)
+
+
+def test_each_refresh_names_its_relations_alike_and_holds_its_own() -> None:
+    one = DuckDBExecutor(threads=1, memory_limit="64MB", time_zone="UTC")
+    two = DuckDBExecutor(threads=1, memory_limit="64MB", time_zone="UTC")
+    try:
+        names = [
+            one.add_rows(purpose, pa.table({"x": [value]}))
+            for purpose, value in (("delta", 1), ("delta", 2), ("held", 3))
+        ]
+        assert names == ["__icemv_delta_1", "__icemv_delta_2", "__icemv_held_1"]
+        assert two.add_rows("delta", pa.table({"x": [9]})) == "__icemv_delta_1"
+        assert one.rows("__icemv_delta_1").column("x").to_pylist() == [1]
+        assert two.rows("__icemv_delta_1").column("x").to_pylist() == [9]
+    finally:
+        one.drop()
+        two.drop()
