@@ -14,8 +14,6 @@ Pure: the sources' schemas come from a `SourceResolver`; no catalog I/O here.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from copy import deepcopy
 from dataclasses import dataclass, replace
@@ -31,6 +29,7 @@ from icemv.identifiers import Identifier
 from icemv.sql.constructs import unsupported_constructs
 from icemv.sql.exact_case import ExactCase
 from icemv.sql.keys import KeyClass, key_class
+from icemv.sql.memo import Memo
 from icemv.sql.normalise import normalise
 from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
@@ -185,9 +184,7 @@ IvmAnalysis = NotMaintainable | RowsAnalysis | AggregateAnalysis
 MaintainableAnalysis = RowsAnalysis | AggregateAnalysis
 
 
-_KEPT = 512  # analyses kept per process
-_analyses: OrderedDict[Hashable, IvmAnalysis] = OrderedDict()
-_analyses_lock = threading.Lock()
+_analyses: Memo[IvmAnalysis] = Memo(512)  # kept per process
 
 
 def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ...]) -> IvmAnalysis:
@@ -204,19 +201,12 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
     except ViewSqlError as exc:
         return NotMaintainable(("unparsable",), (str(exc),))
     key = _memo_key(resolver, query, sql, default_namespace)
-    if key is not None:
-        with _analyses_lock:
-            kept = _analyses.get(key)
-            if kept is not None:
-                _analyses.move_to_end(key)
-        if kept is not None:
-            return deepcopy(kept)
+    kept = _analyses.get(key) if key is not None else None
+    if kept is not None:
+        return deepcopy(kept)
     found = _analysed(resolver, query, default_namespace)
     if key is not None:
-        with _analyses_lock:
-            _analyses[key] = deepcopy(found)
-            while len(_analyses) > _KEPT:
-                _analyses.popitem(last=False)
+        _analyses.put(key, deepcopy(found))
     return found
 
 

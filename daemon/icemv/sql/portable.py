@@ -58,9 +58,7 @@ Pure: sqlglot trees and types only (the answers kept per process, see `to_duckdb
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -69,6 +67,7 @@ from sqlglot import exp
 
 from icemv.sql import decimals
 from icemv.sql.decimals import DecimalType
+from icemv.sql.memo import Memo
 from icemv.sql.parse import positive_in
 from icemv.sql.spark_types import (
     BIGINT,
@@ -100,9 +99,8 @@ class Portable:
     columns: tuple[tuple[str, SparkType], ...]  # the output columns with Spark's types
 
 
-_KEPT = 1024  # answers kept per process (a fleet's MVs each run a few trees)
-_answers: OrderedDict[Hashable, Portable | str] = OrderedDict()
-_answers_lock = threading.Lock()
+# Kept per process: a fleet's MVs run a few trees each.
+_answers: Memo[Portable | str] = Memo(1024)
 
 
 def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
@@ -118,20 +116,14 @@ def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
         query.sql(dialect="spark"),
         tuple((name, tuple(schema.items())) for name, schema in sorted(relations.items())),
     )
-    with _answers_lock:
-        kept = _answers.get(key)
-        if kept is not None:
-            _answers.move_to_end(key)
+    kept = _answers.get(key)
     if kept is None:
         try:
             rendered, columns = _Gate(relations).query(query)
             kept = Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))
         except NotPortable as why:
             kept = str(why)
-        with _answers_lock:
-            _answers[key] = kept
-            while len(_answers) > _KEPT:
-                _answers.popitem(last=False)
+        _answers.put(key, kept)
     if isinstance(kept, str):
         raise NotPortable(kept)
     return kept
