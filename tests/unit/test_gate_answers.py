@@ -1,4 +1,4 @@
-"""The gate's answers kept per Spark text and relation types (sql/portable.py
+"""The gate's answers kept per tree and relation types (sql/portable.py
 `to_duckdb`), and the executor naming its relations alike on every refresh
 (refresh/exec/duckdb.py), which is what lets a refresh find its last one's answers."""
 
@@ -61,3 +61,17 @@ def test_each_refresh_names_its_relations_alike_and_holds_its_own() -> None:
     finally:
         one.drop()
         two.drop()
+
+
+def test_a_tree_key_keeps_case_and_every_argument() -> None:
+    upper = _query("SELECT k AS K FROM r WHERE k = 'A'")
+    lower = _query("SELECT k AS k FROM r WHERE k = 'A'")
+    assert portable.tree_key(upper) != portable.tree_key(lower)
+    key = portable.tree_key
+    assert key(upper) == key(_query("SELECT k AS K FROM r WHERE k = 'A'"))
+    assert key(upper) != key(_query("SELECT k AS K FROM r WHERE k = 'a'"))
+    distinct = _query("SELECT DISTINCT k AS K FROM r WHERE k = 'A'")
+    assert portable.tree_key(distinct) != portable.tree_key(upper)
+    relations = {"r": {"k": STRING}}
+    assert portable.to_duckdb(upper, relations).columns == (("K", STRING),)
+    assert portable.to_duckdb(lower, relations).columns == (("k", STRING),)
