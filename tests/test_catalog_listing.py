@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.serializers import FromInputFile
 
 from icemv.catalog.jdbc import JdbcBackend
 from icemv.identifiers import Identifier
@@ -116,3 +120,34 @@ def test_without_a_listing_every_table_is_loaded_once(lakehouse: Lakehouse) -> N
     assert [mv.identifier for mv in list_materialized_views(lakehouse, reads)] == [MV]
     assert [mv.identifier for mv in list_materialized_views(lakehouse)] == [MV]
     assert (reads.table_loads, reads.view_loads, reads.table_reuses) == (1, 2, 0)
+
+
+def test_a_table_load_parses_each_metadata_file_once_and_sees_every_commit(
+    lakehouse: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[str] = []
+    parse = FromInputFile.table_metadata
+
+    def counting(input_file: Any, *args: Any, **kwargs: Any) -> Any:
+        read.append(input_file.location)
+        return parse(input_file, *args, **kwargs)
+
+    monkeypatch.setattr(FromInputFile, "table_metadata", staticmethod(counting))
+    catalog = lakehouse.catalog
+    append(lakehouse, A)  # another writer's commit: a new metadata file
+    before = len(read)
+    first = catalog.load_table(A.as_tuple())
+    second = catalog.load_table(A.as_tuple())
+    assert second.metadata is first.metadata
+    assert len(read) - before <= 1  # the commit itself may have parsed it
+    snapshot = first.current_snapshot()
+    assert snapshot is not None
+    append(lakehouse, A)
+    third = catalog.load_table(A.as_tuple())
+    assert third.metadata_location != first.metadata_location
+    assert third.metadata.snapshots[-1].parent_snapshot_id == snapshot.snapshot_id
+    assert third.metadata.current_snapshot_id == third.metadata.snapshots[-1].snapshot_id
+    assert read[-1] == third.metadata_location
+    for missing in (MV, Identifier(("nyc",), "nowhere")):  # a view's row is not a table
+        with pytest.raises(NoSuchTableError):
+            catalog.load_table(missing.as_tuple())

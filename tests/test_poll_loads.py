@@ -18,6 +18,7 @@ import pytest
 from pyiceberg.serializers import FromInputFile
 from sqlalchemy import event
 
+import icemv.catalog.jdbc
 import icemv.catalog.jdbc_views
 import icemv.service.source_index
 from icemv.catalog.jdbc import JdbcBackend
@@ -31,6 +32,7 @@ from icemv.refresh.result import RefreshResult
 from icemv.service.metrics import Metrics
 from icemv.service.poller import Reconciler
 from icemv.service.source_index import SourceIndex
+from icemv.sql.memo import Memo
 from tests.support.tables import append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -100,6 +102,8 @@ def loads(lakehouse: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loa
         return read_metadata(input_file, *args, **kwargs)
 
     monkeypatch.setattr(FromInputFile, "table_metadata", staticmethod(metadata))
+    # Every load parses its file, so that files read count loads.
+    monkeypatch.setattr(icemv.catalog.jdbc, "_parsed", Memo(0))
     decode = icemv.catalog.jdbc_views.decode_view_metadata
 
     def view_metadata(data: bytes) -> Any:

@@ -13,11 +13,14 @@ from functools import cached_property
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import ICEBERG_TABLE_TYPE, IcebergTables, SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
-from sqlalchemy import or_, select
+from pyiceberg.table.metadata import TableMetadata
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
@@ -27,6 +30,7 @@ from icemv.catalog.listing import CatalogListing
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config
 from icemv.identifiers import Identifier
+from icemv.sql.memo import Memo
 
 __all__ = ["CatalogEndpoint", "JdbcBackend", "ensure_namespace", "open_catalog", "resolve_endpoint"]
 
@@ -92,7 +96,56 @@ def open_catalog(config: Config, endpoint: CatalogEndpoint) -> SqlCatalog:
     }
     if config.warehouse_uri.startswith("file:"):
         Path(config.warehouse_uri[len("file://") :]).mkdir(parents=True, exist_ok=True)
-    return SqlCatalog(config.catalog.name, **properties)
+    return _SqlCatalog(config.catalog.name, **properties)
+
+
+# Parsed table metadata by file. A metadata file is written once, under a name no other
+# file takes, so its location names its content: every reader may share one parse (the
+# models are frozen). Kept per process: a fleet's storage tables and their sources.
+_parsed: Memo[TableMetadata] = Memo(128)
+
+# The row's metadata location (tables only: JDBC schema V1 keeps views in the same rows).
+_LOCATION = select(IcebergTables.metadata_location).where(
+    IcebergTables.catalog_name == bindparam("catalog"),
+    IcebergTables.table_namespace == bindparam("namespace"),
+    IcebergTables.table_name == bindparam("name"),
+    or_(IcebergTables.iceberg_type == ICEBERG_TABLE_TYPE, IcebergTables.iceberg_type.is_(None)),
+)
+
+
+class _SqlCatalog(SqlCatalog):
+    """pyiceberg's SqlCatalog with a cheaper `load_table`, which pyiceberg's own
+    `commit_table` uses too: the row read with one SQL expression instead of an ORM
+    session (0.8 against 1.3 ms here), and each metadata file parsed once (1.0 ms for a
+    table of 30 snapshots). A refresh loads its tables about three times."""
+
+    def load_table(self, identifier: str | tuple[str, ...]) -> Table:
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        name = Catalog.table_name_from(identifier)
+        with self.engine.connect() as connection:
+            location = connection.execute(
+                _LOCATION, {"catalog": self.name, "namespace": namespace, "name": name}
+            ).scalar()
+        if not location:
+            raise NoSuchTableError(f"Table does not exist: {namespace}.{name}")
+        return table_at(self, (*Catalog.identifier_to_tuple(namespace), name), location)
+
+
+def table_at(catalog: SqlCatalog, identifier: tuple[str, ...], metadata_location: str) -> Table:
+    """The table whose metadata is at `metadata_location`, as pyiceberg's `load_table`
+    builds it."""
+    metadata = _parsed.get(metadata_location)
+    if metadata is None:
+        io = load_file_io(catalog.properties, metadata_location)
+        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        _parsed.put(metadata_location, metadata)
+    return Table(
+        identifier=identifier,
+        metadata=metadata,
+        metadata_location=metadata_location,
+        io=load_file_io({**catalog.properties, **metadata.properties}, metadata_location),
+        catalog=catalog,
+    )
 
 
 class JdbcBackend:
@@ -169,16 +222,7 @@ class JdbcBackend:
 
     def read_table(self, identifier: Identifier, metadata_location: str) -> Table:
         """The table whose metadata is at `metadata_location`, as `load_table` builds it."""
-        catalog = self.catalog
-        io = load_file_io(catalog.properties, metadata_location)
-        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
-        return Table(
-            identifier=identifier.as_tuple(),
-            metadata=metadata,
-            metadata_location=metadata_location,
-            io=load_file_io({**catalog.properties, **metadata.properties}, metadata_location),
-            catalog=catalog,
-        )
+        return table_at(self.catalog, identifier.as_tuple(), metadata_location)
 
 
 def _plain(value: object) -> str:
