@@ -6,7 +6,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyiceberg.avro.file import AvroFile
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.serializers import FromInputFile
 
 from icemv.catalog.jdbc import JdbcBackend
@@ -151,3 +153,40 @@ def test_a_table_load_parses_each_metadata_file_once_and_sees_every_commit(
     for missing in (MV, Identifier(("nyc",), "nowhere")):  # a view's row is not a table
         with pytest.raises(NoSuchTableError):
             catalog.load_table(missing.as_tuple())
+
+
+def test_manifests_are_decoded_once_and_every_reader_sees_the_table_as_it_is(
+    lakehouse: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []  # every Avro file pyiceberg decodes
+    enter = AvroFile.__enter__
+
+    def counting(self: AvroFile[Any]) -> Any:
+        opened.append(self.input_file.location)
+        return enter(self)
+
+    monkeypatch.setattr(AvroFile, "__enter__", counting)
+    for _ in range(3):
+        append(lakehouse, B)
+    table = lakehouse.load_table(B)
+    opened.clear()
+    first = [task.file.file_path for task in table.scan().plan_files()]
+    again = [task.file.file_path for task in table.scan().plan_files()]
+    assert sorted(first) == sorted(again) and len(first) == 3
+    decoded = [path for path in opened if not path.rsplit("/", 1)[-1].startswith("snap-")]
+    assert len(decoded) == len(set(decoded)) == 3  # one manifest per append, each read once
+    assert len(opened) == 4  # and the manifest list once, for two scans
+
+    table.delete("v = 1")  # every row: pyiceberg's overwrite drops all three files
+    table = lakehouse.load_table(B)
+    assert table.scan().to_arrow().num_rows == 0
+    assert list(table.scan().plan_files()) == []
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    manifests = snapshot.manifests(table.io)
+    live = [e for m in manifests for e in m.fetch_manifest_entry(table.io)]
+    every = [e for m in manifests for e in m.fetch_manifest_entry(table.io, False)]
+    assert live == [] and len(every) >= 3
+    assert {e.status for e in every} == {ManifestEntryStatus.DELETED}
+    every.clear()  # a reader's list is its own
+    assert len([e for m in manifests for e in m.fetch_manifest_entry(table.io, False)]) >= 3

@@ -15,6 +15,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icemv.catalog.listing import CatalogListing
+from icemv.catalog.manifest_reads import keep_manifest_reads
 from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
 from icemv.identifiers import Identifier
@@ -48,6 +49,7 @@ class CatalogBackend(Protocol):
 
 def open_backend(config: Config) -> CatalogBackend:
     """The backend for `config.catalog.type`; nothing connects until first use."""
+    keep_manifest_reads()
     if config.catalog.type == "rest":
         from icemv.catalog.rest import RestBackend
 
