@@ -10,6 +10,7 @@ as Spark resolves them. Only the MV's own SQL is read (not that of plain views i
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from pyiceberg.table import Table
 from sqlglot import exp
@@ -17,9 +18,12 @@ from sqlglot import exp
 from icemv.sql.parse import parse_query
 
 
-def referenced_columns(sql: str) -> set[str]:
+@lru_cache(maxsize=512)
+def referenced_columns(sql: str) -> frozenset[str]:
+    """The column names the SQL reads, lower-cased (a function of the text: kept for the
+    last 512 texts, as every refresh asks)."""
     query = parse_query(sql)
-    return {column.name.lower() for column in query.find_all(exp.Column) if column.name}
+    return frozenset(column.name.lower() for column in query.find_all(exp.Column) if column.name)
 
 
 def lost_columns(sql: str, sources: Iterable[Table]) -> list[str]:

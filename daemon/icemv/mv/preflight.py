@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 
 import structlog
 
@@ -99,15 +100,22 @@ def prepare_refresh(
 
 
 def _direct_sources(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -> list[Identifier]:
+    return list(_tables_read(sql, namespace, lakehouse.catalog_name))
+
+
+@lru_cache(maxsize=512)
+def _tables_read(sql: str, namespace: tuple[str, ...], catalog: str) -> tuple[Identifier, ...]:
+    """The tables and views the SQL names in `catalog` (a function of its arguments: kept
+    for the last 512, as every refresh asks)."""
     try:
         query = parse_query(sql)
     except ViewSqlError:
-        return []  # the refresh reports it
-    return [
+        return ()  # the refresh reports it
+    return tuple(
         Identifier((t.db,) if t.db else namespace, t.name)
         for t in table_references(query)
-        if not t.catalog or t.catalog == lakehouse.catalog_name
-    ]
+        if not t.catalog or t.catalog == catalog
+    )
 
 
 def _has_snapshot(reads: CatalogReads, storage: Identifier) -> bool:

@@ -200,7 +200,7 @@ class KeyedMerge:
             col(HERE, "t"),
             col(HIT, "s"),
             exp.Not(this=paren(self.delete_when.copy())),
-            paren(suspect),
+            paren(suspect.copy()),
         )
         source = exp.select(exp.Star(), aliased(exp.true(), HIT)).from_(
             view(self.source), copy=False
@@ -240,7 +240,8 @@ def _over_lets(
             return col(node.name, "j")
         return node
 
-    above = [expression.transform(lifted) for expression in row]
+    # The row's expressions are the caller's own new trees: lifted in place, not copied.
+    above = [expression.transform(lifted, copy=False) for expression in row]
     inner = joined(*[aliased(value, name) for name, value in below.items()])
     return exp.select(*above).from_(subquery(inner, "j"), copy=False)
 
