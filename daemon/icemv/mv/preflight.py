@@ -66,7 +66,7 @@ def prepare_refresh(
         reads.forget(mv.storage)
     namespace = mv.version.default_namespace or identifier.namespace
     tables = []
-    for source in _direct_sources(lakehouse, mv.sql, namespace):
+    for source in _direct_sources(mv.sql, namespace, lakehouse.catalog_name):
         table = reads.find_table(source)
         if table is not None:
             tables.append(table)
@@ -99,12 +99,8 @@ def prepare_refresh(
         )
 
 
-def _direct_sources(lakehouse: Lakehouse, sql: str, namespace: tuple[str, ...]) -> list[Identifier]:
-    return list(_tables_read(sql, namespace, lakehouse.catalog_name))
-
-
 @lru_cache(maxsize=512)
-def _tables_read(sql: str, namespace: tuple[str, ...], catalog: str) -> tuple[Identifier, ...]:
+def _direct_sources(sql: str, namespace: tuple[str, ...], catalog: str) -> tuple[Identifier, ...]:
     """The tables and views the SQL names in `catalog` (a function of its arguments: kept
     for the last 512, as every refresh asks)."""
     try:
