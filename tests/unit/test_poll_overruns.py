@@ -49,3 +49,11 @@ def test_each_overrun_counts_and_each_episode_logs_once(
     assert all(line["log_level"] == "warning" for line in lines)
     finished = [line for line in logs if line["event"] == "poll_finished"]
     assert [line["overran"] for line in finished] == [s > 2.0 for s in durations]
+
+
+def test_stop_before_start_is_quiet(reconciler: tuple[Reconciler, Metrics]) -> None:
+    """A daemon whose start fails before its polls are scheduled shuts down through
+    `stop()`: that must not raise (it would hide the failure that stopped the start)."""
+    poller, _ = reconciler
+    poller.stop()
+    poller.stop()

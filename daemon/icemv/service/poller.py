@@ -168,8 +168,11 @@ class Reconciler:
         self._jobs.start()
 
     def stop(self) -> None:
+        """Stop the scheduled jobs; also when they never started (the daemon's start
+        failed before them and its shutdown must report that failure, not this)."""
         self._stopping.set()
-        self._jobs.shutdown(wait=False)
+        if self._jobs.running:
+            self._jobs.shutdown(wait=False)
 
     def poll(self) -> None:
         """One reconciliation pass over every MV."""
