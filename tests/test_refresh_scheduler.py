@@ -178,6 +178,23 @@ def test_global_concurrency_is_capped(make_scheduler: Callable[..., RefreshSched
     assert refresh.max_active == 2
 
 
+def test_queue_ahead_hands_out_more_than_max_concurrent(
+    make_scheduler: Callable[..., RefreshScheduler],
+) -> None:
+    """`queue_ahead` refreshes beyond `max_concurrent` are handed out at once (the daemon's
+    worker pool queues them); the rest wait in the scheduler."""
+    refresh = FakeRefresh(block=True)
+    config = RefreshConfig(coalesce_seconds=0, max_concurrent=1)
+    scheduler = make_scheduler(refresh, config, queue_ahead=2)
+    futures = [scheduler.request(mv) for mv in (A, B, C, D)]
+    refresh.wait_calls(3)
+    assert sorted(scheduler.pending().values()) == ["queued", "running", "running", "running"]
+
+    refresh.release.set()
+    assert {future.result(TIMEOUT).mv for future in futures} == {A, B, C, D}
+    assert refresh.max_active == 3
+
+
 def test_failures_retry_with_growing_backoff_then_resolve_all_futures(
     make_scheduler: Callable[..., RefreshScheduler],
 ) -> None:

@@ -21,6 +21,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from icemv.service.refresh_workers import RefreshWorkers, _portable
+from tests.support.daemon import max_overlap
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
 from tests.test_fleet_oracle import fleet_rounds
@@ -81,6 +82,12 @@ def test_a_fleet_refreshed_by_worker_processes_matches_its_sql(
     assert {r.worker_pid for r in in_workers} - {os.getpid()} == {r.worker_pid for r in in_workers}
     assert len(in_workers) >= 7  # every refresh on DuckDB but the nested MV's first one
     assert {r.engine for r in results if r.worker_pid is None} <= {"spark", None}
+    # Each worker has a refresh queued beyond `max_concurrent` (2), but at most 2 run in
+    # the workers and at most 2 in this process (the first round hands all back at once).
+    in_process = [r for r in results if r.worker_pid is None]
+    assert len(in_process) >= 3  # more than can run at once
+    assert max_overlap(in_workers) <= 2
+    assert max_overlap(in_process) <= 2
 
 
 @pytest.mark.postgres

@@ -34,6 +34,7 @@ from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from icemv.service.daemon import Daemon
 from icemv.service.scheduler import RefreshScheduler
+from tests.support.daemon import max_overlap
 
 ROW_EXPR = [
     "id",
@@ -56,19 +57,6 @@ def _lakehouse(catalog_uri: str, workdir: Path, master: str, fifo: bool) -> Lake
         }
     )  # fmt: skip
     return Lakehouse(config)
-
-
-def max_overlap(results: list[RefreshResult]) -> int:
-    """The largest number of refreshes running at one moment, from their recorded intervals."""
-    edges = []
-    for result in results:
-        start = result.started_ms / 1000
-        edges += [(start, 1), (start + result.duration_seconds, -1)]
-    running = peak = 0
-    for _, step in sorted(edges):
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def run_round(lakehouse: Lakehouse, mvs: list[Identifier], max_concurrent: int) -> None:

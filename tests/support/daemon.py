@@ -16,6 +16,7 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import load_materialized_view
+from icemv.refresh.result import RefreshResult
 from icemv.service.daemon import Daemon
 from tests.support.kafka_broker import TansuBroker
 
@@ -107,3 +108,16 @@ def daemon_config(base: Config, **sections: Any) -> Config:
 
 def is_fresh(lakehouse: Lakehouse, mv: Identifier) -> bool:
     return assess_freshness(lakehouse, load_materialized_view(lakehouse, mv)).state == "fresh"
+
+
+def max_overlap(results: list[RefreshResult]) -> int:
+    """The largest number of refreshes running at one moment, from their recorded intervals."""
+    edges = []
+    for result in results:
+        start = result.started_ms / 1000
+        edges += [(start, 1), (start + result.duration_seconds, -1)]
+    running = peak = 0
+    for _, step in sorted(edges):
+        running += step
+        peak = max(peak, running)
+    return peak

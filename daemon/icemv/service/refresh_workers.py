@@ -5,7 +5,10 @@ tree building, pyiceberg's storage commit); DuckDB itself is a few milliseconds 
 Under one interpreter lock a fleet's refreshes therefore run one after another whatever
 `refresh.max_concurrent` says. With `refresh.processes` > 0 each scheduler thread hands
 its refresh to a pool of worker processes (spawned, never forked: the daemon runs a JVM
-and threads) and waits, the lock released.
+and threads) and waits, the lock released. The scheduler hands out one refresh per
+worker beyond `max_concurrent` (`queue_ahead`), which waits in the pool's queue: a worker
+starts its next refresh as soon as it returns one, instead of after the daemon has
+handled the result and dispatched again.
 
 A worker runs the same `refresh_mv` over a lakehouse of its own without Spark: the plan,
 the embedded engine's delta and the storage commit, with the same conflict checks as in

@@ -2,7 +2,8 @@
 
 The scheduler knows nothing about how an MV is refreshed (it is handed a callable), so it is
 pure concurrency logic. One dispatcher thread sleeps on a condition variable until the
-earliest due time in a heap, then hands due MVs to a pool of ``max_concurrent`` workers.
+earliest due time in a heap, then hands due MVs to a pool of ``max_concurrent`` threads
+(plus ``queue_ahead``, see the class).
 
 Per MV there is at most one entry, in one of three states:
 
@@ -66,10 +67,14 @@ class _Entry:
 class RefreshScheduler:
     """Runs ``refresh(mv)`` when requested, at most once per MV at a time.
 
-    ``on_failure(mv, error, attempt, delay)`` is told of every failed attempt and the delay
-    before the next one; ``dependents(mv)`` names the MVs reading ``mv``'s storage table,
-    requested after each propagating success. ``clock`` must tick in seconds (the dispatcher
-    waits real time derived from it); it is injectable so timing logic can be tested.
+    ``queue_ahead``: refreshes handed out beyond ``max_concurrent``, for a ``refresh`` that
+    queues its work elsewhere and bounds what runs itself (the daemon's worker processes:
+    each has its next refresh waiting, so it does not idle while the daemon handles the
+    result it just returned). ``on_failure(mv, error, attempt, delay)`` is told of every
+    failed attempt and the delay before the next one; ``dependents(mv)`` names the MVs
+    reading ``mv``'s storage table, requested after each propagating success. ``clock`` must
+    tick in seconds (the dispatcher waits real time derived from it); it is injectable so
+    timing logic can be tested.
     """
 
     def __init__(
@@ -80,6 +85,7 @@ class RefreshScheduler:
         on_failure: Callable[[Identifier, BaseException, int, float], None] | None = None,
         dependents: Callable[[Identifier], Iterable[Identifier]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        queue_ahead: int = 0,
     ) -> None:
         self._refresh = refresh
         self._config = config
@@ -91,9 +97,10 @@ class RefreshScheduler:
         self._entries: dict[Identifier, _Entry] = {}
         self._heap: list[tuple[float, Identifier]] = []
         self._running = 0
+        self._limit = config.max_concurrent + queue_ahead  # refreshes handed out at once
         self._inflight: set[Future[None]] = set()
         self._stopping = False
-        self._executor = ThreadPoolExecutor(config.max_concurrent, "icemv-refresh")
+        self._executor = ThreadPoolExecutor(self._limit, "icemv-refresh")
         self._dispatcher: threading.Thread | None = None
 
     def request(self, mv: Identifier, reason: str = "event") -> Future[RefreshResult]:
@@ -176,11 +183,7 @@ class RefreshScheduler:
         with self._cond:
             while not self._stopping:
                 now = self._clock()
-                while (
-                    self._heap
-                    and self._heap[0][0] <= now
-                    and self._running < self._config.max_concurrent
-                ):
+                while self._heap and self._heap[0][0] <= now and self._running < self._limit:
                     _, mv = heapq.heappop(self._heap)
                     entry = self._entries[mv]
                     entry.state = "running"
@@ -189,7 +192,7 @@ class RefreshScheduler:
                     self._inflight.add(task)
                     task.add_done_callback(self._inflight_done)
                 timeout = None
-                if self._heap and self._running < self._config.max_concurrent:
+                if self._heap and self._running < self._limit:
                     timeout = self._heap[0][0] - now
                 self._cond.wait(timeout)
 
