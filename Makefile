@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
+.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
 
 install: $(STAMP)
 
@@ -71,6 +71,11 @@ FUZZ_SQL_STEPS ?= 6
 FUZZ_SQL_SHRINK ?= 40
 fuzz-sql: install system-deps
 	ICEMV_FUZZ_SQL_BATCHES=$(FUZZ_SQL_BATCHES) ICEMV_FUZZ_SQL_VIEWS=$(FUZZ_SQL_VIEWS) ICEMV_FUZZ_SQL_STEPS=$(FUZZ_SQL_STEPS) ICEMV_FUZZ_SQL_SHRINK=$(FUZZ_SQL_SHRINK) ICEMV_FUZZ_SQL_SEED=$${ICEMV_FUZZ_SQL_SEED:-1000} $(BIN)/pytest -q -s -p no:cacheprovider tests/test_fuzz_sql.py
+
+# The case matrices (`@pytest.mark.matrix`) with every case on both catalog kinds (`make
+# test` runs each case on one kind, alternating; tests/conftest.py).
+matrix: install system-deps
+	ICEMV_FULL_MATRIX=1 $(BIN)/pytest -q -m matrix
 
 # The kill-loop test with many kills per write path (`make test` runs 5 per path).
 CHAOS_KILLS ?= 50

@@ -79,6 +79,38 @@ CATALOG_KINDS = pytest.mark.parametrize(
 )
 
 
+# A matrix of cases on both catalog kinds (`@pytest.mark.matrix`): `make test` runs each
+# case on one kind, by the parity of the sum of its parameters' value positions (in a grid,
+# every value of every parameter meets both kinds); `make matrix` (ICEMV_FULL_MATRIX=1)
+# runs every case on both.
+FULL_MATRIX = "ICEMV_FULL_MATRIX" in os.environ
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL_MATRIX:
+        return
+    seen: dict[tuple[str, str], dict[str, int]] = {}  # (test, parameter) -> value -> position
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("matrix") is None or callspec is None:
+            kept.append(item)
+            continue
+        test = item.nodeid.split("[")[0]
+        parity = 0
+        for name, value in callspec.params.items():
+            if name != "catalog_kind":
+                positions = seen.setdefault((test, name), {})
+                parity += positions.setdefault(repr(value), len(positions))
+        # S3 runs on JDBC only (see test_config): such a case keeps its JDBC run.
+        chosen = "jdbc" if callspec.params.get("storage_kind", "local") != "local" else None
+        kind = callspec.params.get("catalog_kind", "jdbc")
+        (kept if kind == (chosen or ("jdbc", "rest")[parity % 2]) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def catalog_kind(request: pytest.FixtureRequest) -> str:
     kind: str = getattr(request, "param", "jdbc")

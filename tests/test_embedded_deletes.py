@@ -102,6 +102,7 @@ def _steps(name: str, namespace: str) -> list[tuple[str, Callable[[Lakehouse], N
     ]
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize(
     ("write_mode", "version", "engine"),
     [

@@ -182,6 +182,7 @@ STEPS = [
 ]
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("write_mode", ["merge-on-read", "copy-on-write"])
 def test_deletes_and_updates_joined_with_an_unchanged_dimension_refresh_in_arrow(
     lakehouse: Lakehouse, namespace: str, write_mode: str

@@ -87,6 +87,7 @@ CASES = [
 ]
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize(
     ("storage_kind", "shape", "write_mode", "storage_writes"), CASES, indirect=["storage_kind"]
 )

@@ -76,6 +76,7 @@ def test_storage_holds_state_after_the_view_columns(lakehouse: Lakehouse, namesp
     assert report["strategy"]["deltas with deletes"] == "recompute-groups"
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("storage_writes", ["driver", "spark"])
 @pytest.mark.parametrize("write_mode", ["copy-on-write", "merge-on-read"])
 def test_deletes_and_updates_merge_from_state(
