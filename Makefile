@@ -73,7 +73,7 @@ fuzz-sql: install system-deps
 	ICEMV_FUZZ_SQL_BATCHES=$(FUZZ_SQL_BATCHES) ICEMV_FUZZ_SQL_VIEWS=$(FUZZ_SQL_VIEWS) ICEMV_FUZZ_SQL_STEPS=$(FUZZ_SQL_STEPS) ICEMV_FUZZ_SQL_SHRINK=$(FUZZ_SQL_SHRINK) ICEMV_FUZZ_SQL_SEED=$${ICEMV_FUZZ_SQL_SEED:-1000} $(BIN)/pytest -q -s -p no:cacheprovider tests/test_fuzz_sql.py
 
 # The case matrices (`@pytest.mark.matrix`) with every case on both catalog kinds (`make
-# test` runs each case on one kind, alternating; tests/conftest.py).
+# test` runs each case on one kind, chosen per case in tests/conftest.py).
 matrix: install system-deps
 	ICEMV_FULL_MATRIX=1 $(BIN)/pytest -q -m matrix
 
