@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pyarrow as pa
 import pytest
 import sqlglot
@@ -58,9 +59,33 @@ def test_each_refresh_names_its_relations_alike_and_holds_its_own() -> None:
         assert two.add_rows("delta", pa.table({"x": [9]})) == "__icemv_delta_1"
         assert one.rows("__icemv_delta_1").column("x").to_pylist() == [1]
         assert two.rows("__icemv_delta_1").column("x").to_pylist() == [9]
+        query = _query("SELECT x + 1 AS y FROM __icemv_delta_1")
+        assert _ys(one.collect(query, 10)) == [2]
+        assert _ys(two.collect(query, 10)) == [10]  # the same text, parsed once
     finally:
         one.drop()
         two.drop()
+
+
+def test_a_connection_given_back_holds_no_relation_of_its_last_refresh() -> None:
+    first = DuckDBExecutor(threads=1, memory_limit="64MB", time_zone="Asia/Tokyo")
+    first.add_rows("delta", pa.table({"x": [1]}))
+    connection = first.connection
+    first.drop()
+    second = DuckDBExecutor(threads=1, memory_limit="64MB", time_zone="Asia/Tokyo")
+    try:
+        assert second.connection is connection  # kept idle, not set up again
+        with pytest.raises(duckdb.CatalogException):
+            second.connection.execute('SELECT * FROM "__icemv_delta_1"')
+        zone = second.connection.execute("SELECT current_setting('TimeZone')").fetchone()
+        assert zone == ("Asia/Tokyo",)
+    finally:
+        second.drop()
+
+
+def _ys(rows: pa.Table | None) -> list[object]:
+    assert rows is not None
+    return rows.column("y").to_pylist()
 
 
 def test_a_tree_key_keeps_case_and_every_argument() -> None:
