@@ -15,12 +15,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import ICEBERG_TABLE_TYPE, IcebergTables, SqlCatalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile
-from pyiceberg.table import Table
+from pyiceberg.table import CommitTableResponse, StagedTable, Table
 from pyiceberg.table.metadata import TableMetadata
-from sqlalchemy import bindparam, or_, select
+from pyiceberg.table.update import TableRequirement, TableUpdate
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
@@ -114,10 +115,10 @@ _LOCATION = select(IcebergTables.metadata_location).where(
 
 
 class _SqlCatalog(SqlCatalog):
-    """pyiceberg's SqlCatalog with a cheaper `load_table`, which pyiceberg's own
-    `commit_table` uses too: the row read with one SQL expression instead of an ORM
-    session (0.8 against 1.3 ms here), and each metadata file parsed once (1.0 ms for a
-    table of 30 snapshots). A refresh loads its tables about three times."""
+    """pyiceberg's SqlCatalog with a cheaper `load_table`: the row read with one SQL
+    expression instead of an ORM session (0.8 against 1.3 ms here), and each metadata file
+    parsed once (1.0 ms for a table of 30 snapshots). A refresh loads its tables about
+    three times; and a cheaper `commit_table` (below)."""
 
     def load_table(self, identifier: str | tuple[str, ...]) -> Table:
         namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
@@ -129,6 +130,58 @@ class _SqlCatalog(SqlCatalog):
         if not location:
             raise NoSuchTableError(f"Table does not exist: {namespace}.{name}")
         return table_at(self, (*Catalog.identifier_to_tuple(namespace), name), location)
+
+    def commit_table(
+        self,
+        table: Table,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+    ) -> CommitTableResponse:
+        """pyiceberg's commit, first tried from the metadata `table` was loaded with.
+
+        pyiceberg loads the table again, checks the requirements against what it loaded,
+        applies the updates to it and moves the row from the location it loaded to the new
+        one. A metadata file is written once under a new name, so while the row still
+        holds `table`'s location, `table`'s metadata is what that load would find: the
+        same commit without the load (1.6 ms of a fleet refresh's 75 here) is to move the
+        row only from `table`'s location. When the row has moved on (another writer
+        committed; its changes may leave the requirements met), pyiceberg's own commit
+        decides, from the table as it is now; the metadata file written for the first try
+        is then left unreferenced, as a failed commit leaves its own. The new metadata is
+        kept parsed: it is what the next load of this table reads.
+        """
+        if not self.engine.dialect.supports_sane_rowcount or isinstance(table, StagedTable):
+            return super().commit_table(table, requirements, updates)  # or a new table
+        try:
+            staged = self._update_and_stage_table(table, table.name(), requirements, updates)
+        except CommitFailedException:  # against `table`; pyiceberg's against the row's
+            return super().commit_table(table, requirements, updates)
+        if staged.metadata == table.metadata:
+            return super().commit_table(table, requirements, updates)
+        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        identifier = table.name()
+        moved = (
+            update(IcebergTables)
+            .where(
+                IcebergTables.catalog_name == self.name,
+                IcebergTables.table_namespace
+                == Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
+                IcebergTables.table_name == Catalog.table_name_from(identifier),
+                IcebergTables.metadata_location == table.metadata_location,
+            )
+            .values(
+                metadata_location=staged.metadata_location,
+                previous_metadata_location=table.metadata_location,
+            )
+        )
+        with self.engine.begin() as connection:
+            moved_rows = connection.execute(moved).rowcount
+        if moved_rows < 1:
+            return super().commit_table(table, requirements, updates)
+        _parsed.put(staged.metadata_location, staged.metadata)
+        return CommitTableResponse(
+            metadata=staged.metadata, metadata_location=staged.metadata_location
+        )
 
 
 def table_at(catalog: SqlCatalog, identifier: tuple[str, ...], metadata_location: str) -> Table:
