@@ -7,10 +7,21 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyiceberg.avro.file import AvroFile
+from pyiceberg.avro.resolver import resolve_reader
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.manifest import (
+    DEFAULT_READ_VERSION,
+    MANIFEST_ENTRY_SCHEMAS,
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+)
 from pyiceberg.serializers import FromInputFile
 
+from icemv.catalog import manifest_reads
 from icemv.catalog.jdbc import JdbcBackend
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
@@ -136,20 +147,28 @@ def test_a_table_load_parses_each_metadata_file_once_and_sees_every_commit(
 
     monkeypatch.setattr(FromInputFile, "table_metadata", staticmethod(counting))
     catalog = lakehouse.catalog
-    append(lakehouse, A)  # another writer's commit: a new metadata file
+    other = SqlCatalog(catalog.name, **catalog.properties)  # pyiceberg's, another writer
+    rows = pa.table({"v": pa.array([1], pa.int64())}, schema=ROWS)
+    other.load_table(A.as_tuple()).append(rows)
     before = len(read)
     first = catalog.load_table(A.as_tuple())
     second = catalog.load_table(A.as_tuple())
     assert second.metadata is first.metadata
-    assert len(read) - before <= 1  # the commit itself may have parsed it
+    assert read[before:] == [first.metadata_location]  # parsed once
     snapshot = first.current_snapshot()
     assert snapshot is not None
-    append(lakehouse, A)
+    other.load_table(A.as_tuple()).append(rows)
     third = catalog.load_table(A.as_tuple())
     assert third.metadata_location != first.metadata_location
     assert third.metadata.snapshots[-1].parent_snapshot_id == snapshot.snapshot_id
     assert third.metadata.current_snapshot_id == third.metadata.snapshots[-1].snapshot_id
     assert read[-1] == third.metadata_location
+    # A commit through this catalog keeps the metadata it wrote parsed: no read.
+    before, parent = len(read), third.metadata.current_snapshot_id
+    third.append(rows)
+    fourth = catalog.load_table(A.as_tuple())
+    assert fourth.metadata is third.metadata and len(read) == before
+    assert fourth.metadata.snapshots[-1].parent_snapshot_id == parent
     for missing in (MV, Identifier(("nyc",), "nowhere")):  # a view's row is not a table
         with pytest.raises(NoSuchTableError):
             catalog.load_table(missing.as_tuple())
@@ -190,3 +209,38 @@ def test_manifests_are_decoded_once_and_every_reader_sees_the_table_as_it_is(
     assert {e.status for e in every} == {ManifestEntryStatus.DELETED}
     every.clear()  # a reader's list is its own
     assert len([e for m in manifests for e in m.fetch_manifest_entry(table.io, False)]) >= 3
+
+
+def test_a_manifests_reader_tree_is_built_once_per_schema_and_reads_as_pyiceberg_does(
+    lakehouse: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[object] = []
+
+    def counting(*args: Any) -> Any:
+        built.append(args[1])
+        return resolve_reader(*args)
+
+    monkeypatch.setattr(manifest_reads, "resolve_reader", counting)
+    for _ in range(3):
+        append(lakehouse, B)
+    table = lakehouse.load_table(B)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    manifests = snapshot.manifests(table.io)
+    entries = [e for m in manifests for e in m.fetch_manifest_entry(table.io)]
+    assert len(manifests) == len(entries) == 3
+    # Four new files (three manifests, a list), at most one tree per read schema.
+    assert len(built) <= 2 and len(set(map(id, built))) == len(built)
+    # pyiceberg's own decode (a read schema of its own: no tree kept) reads the same.
+    fresh = MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION].model_copy()
+    for manifest, entry in zip(manifests, entries, strict=True):
+        with AvroFile[ManifestEntry](
+            table.io.new_input(manifest.manifest_path),
+            fresh,
+            read_types={-1: ManifestEntry, 2: DataFile},
+            read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+        ) as reader:
+            (decoded,) = list(reader)
+        assert decoded.data_file == entry.data_file
+        assert decoded.status == entry.status
+    assert len(built) <= 3  # the one pyiceberg read above resolved its own
