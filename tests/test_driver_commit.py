@@ -142,3 +142,30 @@ def test_the_staged_metadata_is_applied_once_per_update(sqlite_lakehouse: Lakeho
     assert staged.model_dump(exclude={"last_updated_ms"}) == expected.model_dump(
         exclude={"last_updated_ms"}
     )
+
+
+def test_updates_are_applied_as_pyiceberg_applies_them(sqlite_lakehouse: Lakehouse) -> None:
+    """catalog/metadata_updates.py `applied`: pyiceberg's `update_table_metadata` minus its
+    deep copy, over a commit's updates (a snapshot, its ref, properties), with the metadata
+    log entry for the base."""
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update import update_table_metadata
+
+    from icemv.catalog.metadata_updates import applied
+
+    table = _storage(sqlite_lakehouse)
+    transaction = Transaction(table)
+    transaction.set_properties(k="v")
+    transaction.append(
+        _rows(("b", 2, None)).rename_columns(["vendor", "n", "s"]).cast(SCHEMA.as_arrow())
+    )
+    updates = transaction._updates  # noqa: SLF001 (the staged updates, as committed)
+    assert len(updates) >= 3
+    ours = applied(table.metadata, updates, table.metadata_location)
+    theirs = update_table_metadata(
+        table.metadata, updates, metadata_location=table.metadata_location
+    )
+    assert ours.model_dump() == theirs.model_dump()
+    assert ours.metadata_log[-1].metadata_file == table.metadata_location
+    assert ours.snapshots[0] is table.metadata.snapshots[0]  # shared, not copied
+    assert applied(table.metadata, ()) is table.metadata

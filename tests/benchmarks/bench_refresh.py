@@ -367,12 +367,31 @@ def print_header(header: str) -> None:
 
 
 def machine() -> dict[str, Any]:
-    """Where a benchmark ran, for its JSON."""
-    return {
+    """Where a benchmark ran, for its JSON, printed too: with a yardstick of one core's
+    speed, since the figures of one 2-core machine type here differed up to 2x from day
+    to day (a fleet refresh in a worker: 37 ms one day, 79 ms another)."""
+    found = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "python_loop_10m_seconds": python_loop_seconds(),
     }
+    print(
+        f"machine: {found['cpus']} cpus, Python {found['python']}, a 10M-step Python loop "
+        f"in {found['python_loop_10m_seconds']:.2f} s"
+    )
+    return found
+
+
+def python_loop_seconds() -> float:
+    """Seconds for 10M additions in a Python loop: the median of three timings of 1M."""
+    timings = []
+    for _ in range(3):
+        started, total = time.perf_counter(), 0
+        for step in range(1_000_000):
+            total += step
+        timings.append(time.perf_counter() - started)
+    return round(10 * statistics.median(timings), 2)
 
 
 def print_table(results: list[dict[str, Any]]) -> None:

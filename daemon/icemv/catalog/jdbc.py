@@ -19,6 +19,7 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, StagedTable, Table
+from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from sqlalchemy import bindparam, or_, select, update
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session
 from icemv.catalog.embedded.server import EmbeddedPostgres
 from icemv.catalog.jdbc_views import VIEW_TYPE, ViewStore
 from icemv.catalog.listing import CatalogListing
+from icemv.catalog.metadata_updates import applied
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config
 from icemv.identifiers import Identifier
@@ -147,18 +149,25 @@ class _SqlCatalog(SqlCatalog):
         row only from `table`'s location. When the row has moved on (another writer
         committed; its changes may leave the requirements met), pyiceberg's own commit
         decides, from the table as it is now; the metadata file written for the first try
-        is then left unreferenced, as a failed commit leaves its own. The new metadata is
-        kept parsed: it is what the next load of this table reads.
+        is then left unreferenced, as a failed commit leaves its own. The updates are
+        applied without pyiceberg's deep copy (catalog/metadata_updates.py), and the new
+        metadata is kept parsed: it is what the next load of this table reads.
         """
         if not self.engine.dialect.supports_sane_rowcount or isinstance(table, StagedTable):
             return super().commit_table(table, requirements, updates)  # or a new table
         try:
-            staged = self._update_and_stage_table(table, table.name(), requirements, updates)
-        except CommitFailedException:  # against `table`; pyiceberg's against the row's
+            for requirement in requirements:  # against `table`; pyiceberg's against the row's
+                requirement.validate(table.metadata)
+        except CommitFailedException:
             return super().commit_table(table, requirements, updates)
-        if staged.metadata == table.metadata:
+        metadata = applied(table.metadata, updates, table.metadata_location)
+        if metadata == table.metadata:
             return super().commit_table(table, requirements, updates)
-        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        version = self._parse_metadata_version(table.metadata_location) + 1
+        provider = load_location_provider(metadata.location, metadata.properties)
+        location = provider.new_table_metadata_file_location(version)
+        io = self._load_file_io(properties=metadata.properties, location=location)
+        self._write_metadata(metadata, io, location)
         identifier = table.name()
         moved = (
             update(IcebergTables)
@@ -170,7 +179,7 @@ class _SqlCatalog(SqlCatalog):
                 IcebergTables.metadata_location == table.metadata_location,
             )
             .values(
-                metadata_location=staged.metadata_location,
+                metadata_location=location,
                 previous_metadata_location=table.metadata_location,
             )
         )
@@ -178,10 +187,8 @@ class _SqlCatalog(SqlCatalog):
             moved_rows = connection.execute(moved).rowcount
         if moved_rows < 1:
             return super().commit_table(table, requirements, updates)
-        _parsed.put(staged.metadata_location, staged.metadata)
-        return CommitTableResponse(
-            metadata=staged.metadata, metadata_location=staged.metadata_location
-        )
+        _parsed.put(location, metadata)
+        return CommitTableResponse(metadata=metadata, metadata_location=location)
 
 
 def table_at(catalog: SqlCatalog, identifier: tuple[str, ...], metadata_location: str) -> Table:
