@@ -15,6 +15,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icemv.catalog.listing import CatalogListing
+from icemv.catalog.local_io import run_small_io_inline
 from icemv.catalog.manifest_reads import keep_manifest_reads
 from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
@@ -50,6 +51,8 @@ class CatalogBackend(Protocol):
 def open_backend(config: Config) -> CatalogBackend:
     """The backend for `config.catalog.type`; nothing connects until first use."""
     keep_manifest_reads()
+    if config.warehouse_uri.startswith("file:"):
+        run_small_io_inline()
     if config.catalog.type == "rest":
         from icemv.catalog.rest import RestBackend
 
