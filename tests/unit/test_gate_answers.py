@@ -10,6 +10,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from icemv.errors import EngineRefusedError
 from icemv.refresh.exec.duckdb import DuckDBExecutor
 from icemv.sql import portable
 from icemv.sql.spark_types import BIGINT, DOUBLE, INT, STRING
@@ -81,6 +82,20 @@ def test_a_connection_given_back_holds_no_relation_of_its_last_refresh() -> None
         assert zone == ("Asia/Tokyo",)
     finally:
         second.drop()
+
+
+def test_a_connection_whose_statement_failed_is_closed_not_given_back() -> None:
+    failing = DuckDBExecutor(threads=1, memory_limit="64MB", time_zone="Europe/Oslo")
+    failing.add_rows("delta", pa.table({"x": pa.array([2**63 - 1], pa.int64())}))
+    with pytest.raises(EngineRefusedError, match="DuckDB"):  # Spark wraps, DuckDB raises
+        failing.collect(_query("SELECT x + 1 AS y FROM __icemv_delta_1"), 10)
+    connection = failing.connection
+    failing.drop()
+    after = DuckDBExecutor(threads=1, memory_limit="64MB", time_zone="Europe/Oslo")
+    try:
+        assert after.connection is not connection
+    finally:
+        after.drop()
 
 
 def _ys(rows: pa.Table | None) -> list[object]:

@@ -116,6 +116,7 @@ class DuckDBExecutor:
         self.connection = connect(threads, memory_limit, time_zone)
         self.schemas: dict[str, Schema] = {}
         self._rows: dict[str, pa.Table] = {}  # what each relation holds
+        self._failed = False  # a statement raised: the connection is closed, not given back
         self._named: dict[str, int] = {}  # relations named so far, per purpose
         # One call at a time on the connection (files read in parallel filter through it).
         self._lock = threading.Lock()
@@ -170,6 +171,7 @@ class DuckDBExecutor:
                 statement = _parsed(self.connection, portable.sql)
                 return self.connection.execute(statement).to_arrow_table()
             except duckdb.Error as error:  # overflow and the like: Spark decides
+                self._failed = True
                 first = str(error).splitlines()[0][:200]
                 raise EngineRefusedError(f"DuckDB: {first}") from None
 
@@ -177,7 +179,10 @@ class DuckDBExecutor:
         with self._lock:
             names, self._rows = list(self._rows), {}
             self.schemas.clear()
-        _give_back(self._settings, self.connection, names)
+        if self._failed:  # whatever the error left behind goes with the connection
+            self.connection.close()
+        else:
+            _give_back(self._settings, self.connection, names)
 
     def _name(self, purpose: str) -> str:
         """A name no relation of this connection has: the same names in the same order on
