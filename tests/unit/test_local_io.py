@@ -8,7 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from pyiceberg.utils.concurrent import ExecutorFactory
 
+from icemv.catalog import backends
 from icemv.catalog.local_io import SmallWorkInline, run_small_io_inline
+from icemv.config import parse_config
 
 
 def _thread(_: object = None) -> int:
@@ -56,3 +58,16 @@ def test_installed_once_per_process() -> None:
     assert isinstance(installed, SmallWorkInline)
     run_small_io_inline()
     assert ExecutorFactory.get_or_create() is installed
+
+
+@pytest.mark.parametrize(("location", "inline"), [("/tmp/wh", True), ("s3://bucket/wh", False)])
+def test_only_a_local_warehouse_runs_small_io_inline(
+    location: str, inline: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installs: list[str] = []
+    monkeypatch.setattr(backends, "run_small_io_inline", lambda: installs.append(location))
+    config = parse_config(
+        {"catalog": {"uri": "sqlite:////tmp/none.db"}, "warehouse": {"location": location}}
+    )
+    backends.open_backend(config)  # connects to nothing until first use
+    assert installs == ([location] if inline else [])
