@@ -14,7 +14,7 @@ from pyiceberg.table import Table
 import icemv.refresh.incremental as incremental
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.mv.history import latest_refresh
+from icemv.mv.history import commit_to_fresh_seconds, latest_refresh
 from icemv.mv.layout import StorageLayout
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.phases import PHASES
@@ -133,6 +133,16 @@ def test_each_operation_is_applied_incrementally(
         assert list(result.phase_seconds) == list(PHASES), result.phase_seconds
         assert all(seconds >= 0 for seconds in result.phase_seconds.values())
         assert_matches_oracle(lakehouse, mv_id)
+        # The result carries the record it committed and its commit-to-fresh latencies,
+        # as the daemon would find them by loading the tables.
+        storage = lakehouse.load_table(Identifier((namespace,), "mv__storage"))
+        assert result.record is not None and result.record == latest_refresh(storage)
+        sources = {
+            s.dotted: lakehouse.load_table(Identifier(s.namespace, s.name))
+            for s in result.record.state.tables()
+        }
+        found = commit_to_fresh_seconds(storage, result.record, sources)
+        assert result.commit_to_fresh_seconds == tuple(found) and found
     record = latest_refresh(lakehouse.load_table(Identifier((namespace,), "mv__storage")))
     assert record is not None and record.details["icemv.mode"] in ("incremental", "no-op")
 

@@ -18,6 +18,7 @@ from icemv.config import Config
 from icemv.errors import RefreshFailedError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
+from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
 from icemv.service.refresh_workers import RefreshWorkers, _portable
@@ -51,6 +52,12 @@ def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spa
         assert (first.mode, first.engine) == ("incremental", "duckdb")
         assert first.worker_pid is not None and first.worker_pid != os.getpid()
         assert_matches_oracle(lakehouse, mv)
+        # The worker's record of its commit and its latencies crossed the boundary: the
+        # daemon publishes them without loading the storage table again.
+        storage = lakehouse.load_table(Identifier((namespace,), "by_vendor__storage"))
+        assert first.record is not None and first.record == latest_refresh(storage)
+        assert first.record.snapshot_id == first.storage_snapshot_id
+        assert len(first.commit_to_fresh_seconds) == 1  # the one append it absorbed
 
         # A worker that dies: its refresh comes back to be run here, the pool is replaced.
         os.kill(first.worker_pid, signal.SIGKILL)

@@ -81,17 +81,21 @@ def assess_freshness(
     mv: MaterializedView,
     now_ms: int | None = None,
     reads: CatalogReader | None = None,
+    record: RefreshRecord | None = None,
 ) -> Freshness:
+    """`mv`'s freshness now; `record`: its storage's latest refresh record, when the
+    caller knows it (a refresh that just committed it), instead of loading the storage."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     reader = reads or _Direct(lakehouse)
     version = mv.version
-    try:
-        storage = reader.load_table(mv.storage)
-    except NoSuchTableError:
-        return Freshness(
-            "invalid", "storage-table-missing", _age(now_ms, version.timestamp_ms), None, ()
-        )
-    record = latest_refresh(storage)
+    if record is None:
+        try:
+            storage = reader.load_table(mv.storage)
+        except NoSuchTableError:
+            return Freshness(
+                "invalid", "storage-table-missing", _age(now_ms, version.timestamp_ms), None, ()
+            )
+        record = latest_refresh(storage)
     if record is None:
         return Freshness("invalid", "never-refreshed", _age(now_ms, version.timestamp_ms), None, ())
     sources = tuple(_source_freshness(reader, source) for source in record.state.source_states)

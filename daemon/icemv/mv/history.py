@@ -31,7 +31,8 @@ class RefreshRecord:
         return self.details.get("icemv.mode")
 
 
-def _record(snapshot: Snapshot) -> RefreshRecord | None:
+def record_of(snapshot: Snapshot) -> RefreshRecord | None:
+    """The refresh record `snapshot` carries, if any."""
     summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
     state = refresh_state_from_summary(summary)
     if state is None:
@@ -47,13 +48,13 @@ def _record(snapshot: Snapshot) -> RefreshRecord | None:
 
 def refresh_history(storage: Table) -> list[RefreshRecord]:
     """Refresh records on the current branch, newest first."""
-    records = (_record(s) for s in ancestors_of(storage.current_snapshot(), storage.metadata))
+    records = (record_of(s) for s in ancestors_of(storage.current_snapshot(), storage.metadata))
     return [record for record in records if record is not None]
 
 
 def latest_refresh(storage: Table) -> RefreshRecord | None:
     for snapshot in ancestors_of(storage.current_snapshot(), storage.metadata):
-        record = _record(snapshot)
+        record = record_of(snapshot)
         if record is not None:
             return record
     return None
@@ -91,14 +92,18 @@ def commit_to_fresh_seconds(
 ) -> list[float]:
     """For every source snapshot this refresh absorbed: seconds from its commit to this one.
 
-    `sources` maps each table source's dotted name to its loaded table.
+    `sources` maps each table source's dotted name to its loaded table (loaded at or after
+    the snapshot the record names). Reads the history back only to the refresh before
+    `record`.
     """
-    history = refresh_history(storage)
+    records = (record_of(s) for s in ancestors_of(storage.current_snapshot(), storage.metadata))
     previous = next(
         (
             r
-            for r in history
-            if r.snapshot_id != record.snapshot_id and r.timestamp_ms <= record.timestamp_ms
+            for r in records
+            if r is not None
+            and r.snapshot_id != record.snapshot_id
+            and r.timestamp_ms <= record.timestamp_ms
         ),
         None,
     )

@@ -12,9 +12,12 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import structlog
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
+from icemv.identifiers import Identifier
+from icemv.mv.history import RefreshRecord, commit_to_fresh_seconds, record_of
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.result import RefreshResult
 from icemv.spec.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
     from icemv.refresh.plan import RefreshPlan
 
 REFRESH_ID_KEY = SummaryKey.REFRESH_ID.value
+
+log = structlog.get_logger(__name__)
 
 
 def commit_properties(state: RefreshState, details: Mapping[str, str]) -> dict[str, str]:
@@ -65,9 +70,11 @@ def result_of_commit(
     refresh_id = properties[REFRESH_ID_KEY]
     # A driver commit left its metadata on the handle (pyiceberg updates the table it
     # committed through); a Spark commit did not: then the table is reloaded.
-    committed = find_commit(plan.storage, refresh_id) or find_commit(
-        plan.storage.refresh(), refresh_id
-    )
+    storage = plan.storage
+    committed = find_commit(storage, refresh_id)
+    if committed is None:
+        storage = storage.refresh()
+        committed = find_commit(storage, refresh_id)
     summary = summary_of(committed)
     if rows_inserted is None:
         rows_inserted = int(summary.get(ADDED_RECORDS, 0))
@@ -75,6 +82,8 @@ def result_of_commit(
         rows_deleted = int(summary.get(ADDED_POSITION_DELETES, 0)) + int(
             summary.get(DELETED_RECORDS, 0)
         )
+    record = record_of(committed) if committed is not None else None
+    latencies = _latencies(plan, storage, record) if record is not None else ()
     if phases is not None:
         phases.end("record")
     return RefreshResult(
@@ -90,4 +99,21 @@ def result_of_commit(
         source_rows_read=source_rows_read,
         phase_seconds=dict(phases.seconds) if phases else {},
         phase_spans=dict(phases.spans) if phases else {},
+        record=record,
+        commit_to_fresh_seconds=latencies,
     )
+
+
+def _latencies(plan: RefreshPlan, storage: Table, record: RefreshRecord) -> tuple[float, ...]:
+    """Seconds from each absorbed source commit to `record`'s, from the sources as this
+    refresh loaded them (at or past the snapshots it pinned); none if a source cannot be
+    loaded (a metric: best effort)."""
+    try:
+        sources = {
+            source.dotted: plan.reads.load_table(Identifier(source.namespace, source.name))
+            for source in record.state.tables()
+        }
+        return tuple(commit_to_fresh_seconds(storage, record, sources))
+    except Exception as exc:  # noqa: BLE001 (a metric must not fail a committed refresh)
+        log.debug("latency_unavailable", mv=plan.mv.identifier.dotted, error=str(exc)[:200])
+        return ()

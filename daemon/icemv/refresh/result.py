@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from icemv.identifiers import Identifier
+from icemv.mv.history import RefreshRecord
 from icemv.spec.refresh_state import SourceState
 from icemv.spec.summary import RefreshMode
 
@@ -41,6 +42,11 @@ class RefreshResult:
     # The refresh worker process that ran it (service/refresh_workers.py); None: the
     # daemon's own process.
     worker_pid: int | None = None
+    # The record of the storage snapshot it committed, and for each source snapshot it
+    # absorbed, seconds from that commit to this one (`icemv_commit_to_fresh_seconds`):
+    # known where it committed, from what it loaded, so the daemon need not load them again.
+    record: RefreshRecord | None = None
+    commit_to_fresh_seconds: tuple[float, ...] = ()
 
     @property
     def committed(self) -> bool:

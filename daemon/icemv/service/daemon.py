@@ -279,7 +279,10 @@ class Daemon:
     def _on_result(self, result: RefreshResult) -> None:
         # One load of the storage table and the sources for the latencies and the check.
         reads = CatalogReads(self.lakehouse)
-        latencies = self._latencies(result, reads) if result.mode != "skipped" else []
+        if result.record is not None:  # the refresh knew them: nothing to load again
+            latencies = list(result.commit_to_fresh_seconds)
+        else:
+            latencies = self._latencies(result, reads) if result.mode != "skipped" else []
         self.metrics.record_refresh(result, latencies)
         log.info(
             "refresh",
@@ -306,7 +309,9 @@ class Daemon:
         mv = self.index.snapshot.mvs.get(result.mv)
         if mv is not None:
             try:
-                self.reconciler.check(mv, reads)  # publish fresh state right away
+                # Publish fresh state right away (the sources loaded again: one may have
+                # moved on since the refresh pinned it).
+                self.reconciler.check(mv, reads, record=result.record)
             except Exception as exc:  # noqa: BLE001 (a failed check must not fail the refresh's result)
                 log.warning("freshness_check_failed", mv=result.mv.dotted, error=str(exc))
 

@@ -51,6 +51,7 @@ from icemv.errors import DurationError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
 from icemv.mv.freshness import Freshness, assess_freshness
+from icemv.mv.history import RefreshRecord
 from icemv.mv.maintenance import maintain_storage
 from icemv.mv.maintenance.branches import remove_leftover_branches
 from icemv.mv.model import (
@@ -346,10 +347,16 @@ class Reconciler:
                 log.warning("branch_cleanup_failed", mv=str(mv.identifier), error=str(exc))
         return removed
 
-    def check(self, mv: MaterializedView, reads: CatalogReads | None = None) -> Freshness:
+    def check(
+        self,
+        mv: MaterializedView,
+        reads: CatalogReads | None = None,
+        record: RefreshRecord | None = None,
+    ) -> Freshness:
         """Publish `mv`'s freshness and request a refresh unless fresh; loads through
-        `reads` (a poll's) when given, else straight from the catalog."""
-        freshness = assess_freshness(self._lakehouse, mv, reads=reads)
+        `reads` (a poll's) when given, else straight from the catalog; `record`: the
+        storage's latest refresh record, when known (a refresh's result)."""
+        freshness = assess_freshness(self._lakehouse, mv, reads=reads, record=record)
         self._metrics.record_freshness(mv.identifier.dotted, freshness, max_staleness_seconds(mv))
         if freshness.state != "fresh":
             self._request(mv.identifier, "poll")
