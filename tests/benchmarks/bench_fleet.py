@@ -19,7 +19,8 @@ icemv's commit event per commit, polling off) the daemon (`Daemon.run` in a thre
   N MVs have absorbed the commit, each MV's commit->fresh (the source commit's timestamp to
   the storage commit's, as `icemv_commit_to_fresh_seconds`), and the median of each refresh
   phase (from the daemon's results, which its `refresh` log lines and
-  `icemv_refresh_phase_seconds` carry).
+  `icemv_refresh_phase_seconds` carry), and the CPU seconds this process (the daemon's
+  threads and the bench's append) and the refresh workers spent meanwhile.
 
 With `--processes 0,2`, each N and mode runs once per value of `refresh.processes` (0: every
 refresh in the daemon's process; 2: the embedded engine's refreshes in two worker
@@ -132,14 +133,35 @@ def cpu_seconds(process: psutil.Process) -> float:
     return total
 
 
-def worker_memory_mb() -> list[int]:
-    """Resident memory of each refresh worker process (spawned children of this one)."""
+def workers() -> list[psutil.Process]:
+    """The refresh worker processes (spawned children of this one)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
             if "multiprocessing.spawn" in " ".join(child.cmdline()):
-                found.append(round(child.memory_info().rss / 2**20))
+                found.append(child)
+    return found
+
+
+def worker_memory_mb() -> list[int]:
+    """Resident memory of each refresh worker process."""
+    found = []
+    for worker in workers():
+        with contextlib.suppress(psutil.Error):
+            found.append(round(worker.memory_info().rss / 2**20))
     return sorted(found)
+
+
+def cpu_split() -> dict[str, float]:
+    """CPU seconds so far of this process (the bench, the daemon's threads) and of the
+    refresh workers: where a commit's CPU went, beside its wall-clock time."""
+    own = psutil.Process().cpu_times()
+    total = 0.0
+    for worker in workers():
+        with contextlib.suppress(psutil.Error):
+            times = worker.cpu_times()
+            total += times.user + times.system
+    return {"daemon": own.user + own.system, "workers": total}
 
 
 def _overruns(daemon: _RecordingDaemon) -> float:
@@ -188,6 +210,7 @@ def one_commit(
     """Append, wait until every MV absorbed the commit, and time it from the storage commits."""
     lakehouse = fleet.lakehouse
     daemon.results.clear()
+    cpu = cpu_split()
     snapshot = append_batch(lakehouse, fleet.base, fleet.next_id, rows, publisher)
     fleet.next_id += rows
     absorbed: dict[Identifier, RefreshResult] = {}
@@ -200,6 +223,9 @@ def one_commit(
         return len(absorbed) == len(fleet.storage)
 
     wait_for(all_absorbed, timeout, f"all {len(fleet.storage)} MVs absorbed the commit")
+    # The bench's append (pyiceberg) counts as the daemon's; a worker replaced meanwhile
+    # loses its CPU from the sum.
+    cpu = {k: round(v - cpu[k], 2) for k, v in cpu_split().items()}
     latencies = []
     for mv, result in absorbed.items():
         assert result.storage_snapshot_id is not None
@@ -219,6 +245,7 @@ def one_commit(
         "engines": dict(Counter(str(r.engine) for r in results)),
         "spark_reasons": sorted({r.engine_reason for r in results if r.engine_reason}),
         "refreshes": len(daemon.results),
+        "cpu_seconds": cpu,
     }
 
 
@@ -243,6 +270,7 @@ def run_mode(
                 f"p50 {commit['per_mv']['p50']:.2f} s p95 {commit['per_mv']['p95']:.2f} s; "
                 f"phases {commit['phases_median']}; modes {commit['modes']}; "
                 f"engines {commit['engines']} {commit['spark_reasons']}; "
+                f"CPU s {commit['cpu_seconds']}; "
                 f"max_concurrent={config.refresh.max_concurrent} "
                 f"processes={config.refresh.processes}; "
                 f"in workers {sum(1 for r in daemon.results if r.worker_pid)}",
