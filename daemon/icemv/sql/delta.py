@@ -225,10 +225,13 @@ def _restricted(
         rows = (
             exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(alias, quoted=True)))
             .from_(inputs.table(source, pins[source], alias))
-            .join(
-                exp.Table(this=exp.to_identifier(keys.view, quoted=True)),
-                on=on,
-                join_type="LEFT SEMI",
+            .join(  # a Join node: given the type by text, sqlglot parses it per call
+                exp.Join(
+                    this=exp.Table(this=exp.to_identifier(keys.view, quoted=True)),
+                    on=on,
+                    side="LEFT",
+                    kind="SEMI",
+                )
             )
         )
         if keys.broadcast:

@@ -43,6 +43,7 @@ from icemv.refresh.patch.sqltree import (
     col,
     explode_copies,
     if_,
+    join,
     null_safe_eq,
     num,
     paren,
@@ -223,14 +224,14 @@ def recompute_groups_patch(
         exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("n", quoted=True)))
         .select(aliased(exp.true(), PRESENT))
         .from_(subquery(new_query, "n"), copy=False)
-        .join(view(affected, "k2"), on=_match(keys, "n", "k2"), join_type="LEFT SEMI", copy=False)
+        .join(join(view(affected, "k2"), _match(keys, "n", "k2"), "LEFT", "SEMI"), copy=False)
     )
     source = views.register(
         "groups",
         exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("k", quoted=True)))
         .select(*[col(c, "g") for c in others], col(PRESENT, "g"))
         .from_(view(affected, "k"), copy=False)
-        .join(subquery(regrouped, "g"), on=_match(keys, "g", "k"), join_type="LEFT", copy=False),
+        .join(join(subquery(regrouped, "g"), _match(keys, "g", "k"), "LEFT"), copy=False),
     )
     alias_of = dict(keys)
     spec = KeyedMerge(

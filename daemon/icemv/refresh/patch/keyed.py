@@ -31,6 +31,7 @@ from icemv.refresh.patch.sqltree import (
     coalesce,
     col,
     if_,
+    join,
     merge_into,
     num,
     paren,
@@ -67,7 +68,7 @@ def without_stored(value: exp.Expr) -> exp.Expr:
             return exp.null()
         return node
 
-    return value.copy().transform(stored_to_null)
+    return value.transform(stored_to_null)  # a copy
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ class KeyedMerge:
                 exp.CountIf(this=exp.and_(kept, paren(self.inlined(suspect or exp.false())))),
             )
             .from_(view(self.source, "s"), copy=False)
-            .join(self._storage(target), on=self.on.copy(), join_type="LEFT", copy=False)
+            .join(join(self._storage(target), self.on.copy(), "LEFT"), copy=False)
         )  # fmt: skip
         stats = spark.sql(render(query)).first()
         if stats is None:  # an aggregate without GROUP BY always has one row
@@ -215,7 +216,7 @@ class KeyedMerge:
             return (
                 exp.select(*projections)
                 .from_(self._storage(target, coalesce_to_one=True), copy=False)
-                .join(subquery(source, "s"), on=self.on.copy(), join_type="FULL OUTER", copy=False)
+                .join(join(subquery(source, "s"), self.on.copy(), "FULL", "OUTER"), copy=False)
             )
 
         return _over_lets(row, self.lets, joined) if self.lets else joined(*row)

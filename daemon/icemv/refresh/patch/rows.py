@@ -24,6 +24,7 @@ from icemv.refresh.patch.sqltree import (
     columns,
     explode_copies,
     if_,
+    join,
     merge_into,
     null_safe_match,
     num,
@@ -109,12 +110,15 @@ def rows_patch(
         exp.select(*columns(outputs, "s"), aliased(exp.Count(this=exp.Star()), HELD))
         .from_(target.at_plan("s"))
         .join(
-            view(net, "m"),
-            on=exp.and_(
-                null_safe_match("s", "m", same),
-                exp.LT(this=col(NET, "m"), expression=num(0)),
-            ),
-            join_type="LEFT SEMI",
+            join(
+                view(net, "m"),
+                exp.and_(
+                    null_safe_match("s", "m", same),
+                    exp.LT(this=col(NET, "m"), expression=num(0)),
+                ),
+                "LEFT",
+                "SEMI",
+            )
         )
         .group_by(*columns(outputs, "s"))
     )
@@ -123,7 +127,7 @@ def rows_patch(
         exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("n", quoted=True)))
         .select(aliased(coalesce(col(HELD, "c"), num(0)), HELD))
         .from_(view(net, "n"))
-        .join(subquery(held, "c"), on=null_safe_match("n", "c", same), join_type="LEFT")
+        .join(join(subquery(held, "c"), null_safe_match("n", "c", same), "LEFT"))
         .where(exp.LT(this=col(NET, "n"), expression=num(0))),
         cache=True,
     )

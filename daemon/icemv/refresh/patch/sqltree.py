@@ -29,6 +29,14 @@ def subquery(query: exp.Query, alias: str | None = None) -> exp.Subquery:
     return exp.Subquery(this=query, alias=exp.TableAlias(this=ident(alias)) if alias else None)
 
 
+def join(
+    relation: exp.Expr, on: exp.Expr, side: str | None = None, kind: str | None = None
+) -> exp.Join:
+    """`[side] [kind] JOIN relation ON on`, for `Select.join` (given a join type by text,
+    sqlglot parses a statement per call to read it)."""
+    return exp.Join(this=relation, on=on, side=side, kind=kind)
+
+
 def aliased(expression: exp.Expr, name: str) -> exp.Alias:
     return exp.Alias(this=expression, alias=ident(name))
 
