@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.avro.file import AvroFile
-from pyiceberg.avro.resolver import resolve_reader
+from pyiceberg.avro.file import AvroFile, AvroOutputFile
+from pyiceberg.avro.resolver import resolve_reader, resolve_writer
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.manifest import (
@@ -18,14 +19,17 @@ from pyiceberg.manifest import (
     FileFormat,
     ManifestEntry,
     ManifestEntryStatus,
+    ManifestWriter,
+    write_manifest,
 )
 from pyiceberg.serializers import FromInputFile
 
-from icemv.catalog import manifest_reads
+from icemv.catalog import manifest_reads, manifest_writes
 from icemv.catalog.jdbc import JdbcBackend
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
 from icemv.mv.model import list_materialized_views
+from icemv.sql.memo import Memo
 from tests.support.views import long_view_metadata
 
 A, B = Identifier(("nyc",), "a"), Identifier(("nyc",), "b")
@@ -244,3 +248,49 @@ def test_a_manifests_reader_tree_is_built_once_per_schema_and_reads_as_pyiceberg
         assert decoded.data_file == entry.data_file
         assert decoded.status == entry.status
     assert len(built) <= 3  # the one pyiceberg read above resolved its own
+
+
+def test_manifest_writers_are_set_up_once_per_schema_and_write_what_pyiceberg_writes(
+    lakehouse: Lakehouse, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for memo in ("_entry_schemas", "_writers", "_headers"):  # as a new process has them
+        monkeypatch.setattr(manifest_writes, memo, Memo(64))
+    resolved: list[object] = []
+
+    def counting(**kwargs: Any) -> Any:
+        resolved.append(kwargs["file_schema"])
+        return resolve_writer(**kwargs)
+
+    monkeypatch.setattr(manifest_writes, "resolve_writer", counting)
+    for _ in range(3):
+        append(lakehouse, B)
+    # Three manifests and three lists: one tree for each kind of file, not one per file.
+    assert len(resolved) == 2
+    table = lakehouse.load_table(B)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    entries = [e for m in snapshot.manifests(table.io) for e in m.fetch_manifest_entry(table.io)]
+    assert len(entries) == 3
+
+    def written(path: Path) -> tuple[dict[str, str], list[ManifestEntry], int]:
+        output = table.io.new_output(str(path))
+        with write_manifest(
+            2, table.spec(), table.schema(), output, snapshot.snapshot_id, "deflate"
+        ) as writer:
+            for entry in entries:
+                writer.add_entry(entry)
+        with AvroFile[ManifestEntry](
+            table.io.new_input(str(path)),
+            MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION].model_copy(),  # no kept reader
+            read_types={-1: ManifestEntry, 2: DataFile},
+            read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+        ) as reader:
+            return dict(reader.header.meta), list(reader), path.stat().st_size
+
+    kept = written(tmp_path / "kept.avro")
+    originals = getattr(manifest_writes, "_originals")  # noqa: B009 (pyiceberg's own set-up)
+    monkeypatch.setattr(ManifestWriter, "_with_partition", originals["with_partition"])
+    monkeypatch.setattr(AvroOutputFile, "__init__", originals["init"])
+    monkeypatch.setattr(AvroOutputFile, "_write_header", originals["header"])
+    assert written(tmp_path / "pyiceberg.avro") == kept  # the same header, entries and size
+    assert len(resolved) == 2  # pyiceberg's own set-up resolved its own tree

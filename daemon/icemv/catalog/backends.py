@@ -17,6 +17,7 @@ from pyiceberg.table import Table
 from icemv.catalog.listing import CatalogListing
 from icemv.catalog.local_io import run_small_io_inline
 from icemv.catalog.manifest_reads import keep_manifest_reads
+from icemv.catalog.manifest_writes import keep_manifest_writes
 from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
 from icemv.identifiers import Identifier
@@ -51,6 +52,7 @@ class CatalogBackend(Protocol):
 def open_backend(config: Config) -> CatalogBackend:
     """The backend for `config.catalog.type`; nothing connects until first use."""
     keep_manifest_reads()
+    keep_manifest_writes()
     if config.warehouse_uri.startswith("file:"):
         run_small_io_inline()
     if config.catalog.type == "rest":
