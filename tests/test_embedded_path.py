@@ -13,6 +13,7 @@ import pytest
 
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
+from icemv.refresh import route
 from icemv.refresh.changes.arrow_reads import shared_cache
 from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
@@ -125,14 +126,25 @@ def test_decimal_money_and_timestamps_refresh_on_duckdb(
     ids=["double-key", "string-cast", "substr-0", "sign", "concat-int"],
 )
 def test_what_duckdb_computes_otherwise_goes_to_spark(
-    lakehouse: Lakehouse, namespace: str, sql: str, reason: str
+    lakehouse: Lakehouse, namespace: str, sql: str, reason: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    gated: list[str] = []
+
+    def counting(plan: Any, relations: Any) -> None:
+        gated.append(plan.base.mv.sql)
+        original(plan, relations)
+
+    original = getattr(route, "_gated")  # noqa: B009
+    monkeypatch.setattr(route, "_gated", counting)
     create_trips(lakehouse, namespace, rows=ROWS)
     mv = refreshed_mv(lakehouse, namespace, "v", sql)
     for rows in APPENDS[:2]:
         append_trips(lakehouse, namespace, rows)
         result = refresh_by(lakehouse, mv, "spark")
         assert result.engine_reason is not None and reason in result.engine_reason
+    # The route's answer for a view and its sources' types is kept: asked once, not per
+    # refresh (each test has a namespace of its own, part of what the answer is kept by).
+    assert gated.count(sql) == 1
 
 
 def test_non_ascii_case_mapping_goes_to_spark_once_read(

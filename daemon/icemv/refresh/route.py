@@ -44,6 +44,7 @@ from icemv.refresh.plan import IncrementalPlan
 from icemv.spec.summary import TOTAL_RECORDS, summary_of
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.columns import source_of
+from icemv.sql.memo import Memo
 from icemv.sql.names import WEIGHT, argument_column, key_column
 from icemv.sql.net import Identity, netted
 from icemv.sql.portable import NotPortable, to_duckdb
@@ -294,7 +295,37 @@ def _types(schema: pa.Schema) -> dict[str, SparkType]:
     return {f.name: of_arrow(f.type) for f in schema}
 
 
+# The route's gate answers (None: portable, else why not) by what they are a function
+# of: the view's SQL, the namespace and catalog its names resolve in, the kind of
+# analysis, and each table occurrence's column types (from which the analysis expands and
+# types its tree). Only
+# an early answer: every tree the executor runs passes the gate again (exec/duckdb.py).
+_verdicts: Memo[tuple[str | None]] = Memo(1024)
+
+
 def _gate(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> None:
+    """The view's expressions through the portability gate (kept per process, see
+    `_verdicts`): raises NotPortable."""
+    key = (
+        plan.base.mv.sql,
+        plan.base.namespace,
+        plan.base.reads.catalog_name,
+        type(plan.analysis),
+        tuple((alias, tuple(types.items())) for alias, types in sorted(relations.items())),
+    )
+    kept = _verdicts.get(key)
+    if kept is None:
+        try:
+            _gated(plan, relations)
+            kept = (None,)
+        except NotPortable as why:
+            kept = (str(why),)
+        _verdicts.put(key, kept)
+    if kept[0] is not None:
+        raise NotPortable(kept[0])
+
+
+def _gated(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> None:
     """The view's expressions through the portability gate, each table occurrence read as
     a relation named by its alias: the projection, WHERE and joins of a rows view; the
     group keys and aggregate arguments of an aggregate (its merge trees are icemv's own,
