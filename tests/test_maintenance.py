@@ -247,6 +247,39 @@ def test_dropped_source_column_is_a_reported_failure(lakehouse: Lakehouse, names
 
 @pytest.mark.spark
 @pytest.mark.postgres
+def test_a_history_past_max_snapshots_gets_its_upkeep_at_once(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """No scheduled pass (interval 0): a storage table past `max_snapshots` after a refresh
+    is expired by a pass of its own, and the MV stays right."""
+    from tests.support.daemon import RunningDaemon, daemon_config, is_fresh, wait_for
+
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv = _mv(lakehouse, namespace)
+    storage = Identifier((namespace,), "agg__storage")
+    config = daemon_config(
+        lakehouse.config,
+        polling={"interval_seconds": 0.5},
+        maintenance={"interval_seconds": 0, "keep_snapshots": 2, "max_snapshots": 4},
+    )
+    refreshes = 0
+    with RunningDaemon(config):
+        for i in range(8):
+            append_trips(lakehouse, namespace, [(10 + i, "a", 1.0, D1)])
+            wait_for(lambda: is_fresh(lakehouse, mv), 120, f"the MV fresh after append {i}")
+            refreshes += 1
+        # Eight refresh commits and more: without the early passes the history holds them
+        # all; with them it is back to at most `max_snapshots` soon after the last one.
+        wait_for(
+            lambda: len(lakehouse.load_table(storage).snapshots()) <= 4,
+            60,
+            "the storage history bounded by max_snapshots",
+        )
+    assert refreshes == 8
+    assert len(refresh_history(lakehouse.load_table(storage))) >= 2
+    assert_matches_oracle(lakehouse, mv)
+
+
 def test_daemon_cleans_up_at_start_and_on_schedule(lakehouse: Lakehouse, namespace: str) -> None:
     from tests.support.daemon import RunningDaemon, daemon_config, wait_for
 

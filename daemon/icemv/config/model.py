@@ -385,6 +385,14 @@ class MaintenanceConfig(_Section):
     keep_snapshots: int = Field(
         default=10, ge=1, description="Refresh records kept (the history `icemv mv show` lists)."
     )
+    max_snapshots: int = Field(
+        default=100,
+        ge=0,
+        description="A storage table that holds more snapshots than this after a refresh gets "
+        "its upkeep pass right away, not at the next interval: every commit writes, and every "
+        "load reads, metadata that grows with them (a fleet refresh took 16 % more CPU at 270 "
+        "snapshots than at 20). 0: only the passes every `interval_seconds`.",
+    )
     keep_seconds: float = Field(
         default=0.0, ge=0, description="Also keep snapshots younger than this."
     )

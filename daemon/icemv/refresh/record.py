@@ -101,6 +101,7 @@ def result_of_commit(
         phase_spans=dict(phases.spans) if phases else {},
         record=record,
         commit_to_fresh_seconds=latencies,
+        storage_snapshots=len(storage.metadata.snapshots) if committed else None,
     )
 
 

@@ -47,6 +47,8 @@ class RefreshResult:
     # known where it committed, from what it loaded, so the daemon need not load them again.
     record: RefreshRecord | None = None
     commit_to_fresh_seconds: tuple[float, ...] = ()
+    # Snapshots the storage table holds after the commit (upkeep comes early past a bound).
+    storage_snapshots: int | None = None
 
     @property
     def committed(self) -> bool:

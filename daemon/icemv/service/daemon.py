@@ -306,6 +306,10 @@ class Daemon:
                 self._on_refresh(result)
             except Exception as exc:  # noqa: BLE001 (a listener must not fail the refresh's result)
                 log.warning("refresh_listener_failed", error=type(exc).__name__)
+        upkeep = self.config.maintenance
+        bound = upkeep.max_snapshots if upkeep.enabled else 0
+        if bound and (result.storage_snapshots or 0) > bound:
+            self.reconciler.maintain_soon(result.mv)
         mv = self.index.snapshot.mvs.get(result.mv)
         if mv is not None:
             try:

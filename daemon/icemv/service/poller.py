@@ -24,7 +24,9 @@ through it. A replica that gains MVs (a rebalance) polls again at once (`poll_so
 
 Storage upkeep runs here too, every `maintenance.interval_seconds`: leftover refresh
 branches, snapshot expiry and unreferenced files, with pyiceberg only, so a service that
-runs for months keeps its storage metadata (and commit times) bounded. So does the audit,
+runs for months keeps its storage metadata (and commit times) bounded; a storage table
+whose history outgrows `maintenance.max_snapshots` between passes gets a pass of its own
+right away (`maintain_soon`, asked by the daemon from a refresh's result). So does the audit,
 every `maintenance.verify_interval_seconds` (off by default): each owned MV's storage
 table compared with its SQL (mv/verify.py), a difference counted, logged and repaired.
 """
@@ -42,6 +44,7 @@ from functools import partial
 from typing import Any
 
 import structlog
+from apscheduler.schedulers import SchedulerNotRunningError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -140,6 +143,9 @@ class Reconciler:
         self._overrunning = False
         # Set by stop(): a maintenance or verification pass under way ends at the next MV.
         self._stopping = threading.Event()
+        # MVs whose early upkeep pass (maintain_soon) is queued or running.
+        self._early: set[Identifier] = set()
+        self._early_lock = threading.Lock()
 
     def start(self) -> None:
         self._jobs.add_job(
@@ -229,18 +235,39 @@ class Reconciler:
                 )
         self._overrunning = overran
 
-    def maintain(self) -> int:
-        """One upkeep pass over the storage table of every MV this replica owns; how many MVs
-        it maintained."""
+    def maintain_soon(self, identifier: Identifier) -> None:
+        """An upkeep pass over `identifier`'s storage table as a job of its own, now (its
+        history outgrew `maintenance.max_snapshots`); nothing if one is already queued or
+        running for it."""
+        with self._early_lock:
+            if identifier in self._early or not self._jobs.running:
+                return
+            self._early.add(identifier)
+        try:
+            self._jobs.add_job(self._maintain_early, args=(identifier,))
+        except SchedulerNotRunningError:  # shutting down: the next start's passes do it
+            with self._early_lock:
+                self._early.discard(identifier)
+
+    def _maintain_early(self, identifier: Identifier) -> None:
+        try:
+            self.maintain([identifier])
+        finally:
+            with self._early_lock:
+                self._early.discard(identifier)
+
+    def maintain(self, mvs: Collection[Identifier] | None = None) -> int:
+        """One upkeep pass over the storage table of every MV this replica owns (or of
+        these); how many MVs it maintained."""
         config = self._maintenance
         if config is None or not config.enabled:
             return 0
         snapshot = self._index.snapshot
         done = 0
-        for identifier in dependency_order(snapshot):
+        for identifier in dependency_order(snapshot) if mvs is None else mvs:
             if self._stopping.is_set():
                 break
-            if not self._owns(identifier):
+            if not self._owns(identifier) or identifier not in snapshot.mvs:
                 continue
             mv = snapshot.mvs[identifier]
             readers = [
