@@ -90,6 +90,29 @@ def test_rewrites_do_not_pile_up_manifests(sqlite_lakehouse: Lakehouse) -> None:
     assert _content(table) == [("a", 5, None)]
 
 
+@pytest.mark.parametrize("merge", [None, "false"], ids=["default", "off"])
+def test_appends_merge_their_manifests_unless_the_table_says_not_to(
+    sqlite_lakehouse: Lakehouse, merge: str | None
+) -> None:
+    table = _storage(sqlite_lakehouse)
+    properties = {"commit.manifest.min-count-to-merge": "3"}
+    if merge is not None:  # unset: pyiceberg would not merge, icemv does
+        properties["commit.manifest-merge.enabled"] = merge
+    with table.transaction() as tx:
+        tx.set_properties(properties)
+    table = table.refresh()
+    for n in range(6):
+        planned = table.metadata.current_snapshot_id
+        assert planned is not None
+        commit_rows(table, planned, _rows(("b", n, None)), (), {})
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    manifests = len(snapshot.manifests(table.io))
+    # Seven appends (the first pyiceberg's own): merged, at most the minimum count pile up.
+    assert manifests <= 3 if merge is None else manifests == 7
+    assert _content(table) == [("a", 1, 1.0), *[("b", n, None) for n in range(6)]]
+
+
 def _net(*rows: tuple[str | None, int, float | None, int]) -> pa.Table:
     """Row images (storage columns) with their net copies, as Spark hands them over."""
     return _rows(*(r[:3] for r in rows)).append_column(

@@ -6,7 +6,7 @@ collected as Arrow and written by pyiceberg costs tens of milliseconds. The comm
 asserts that main is still at the snapshot the refresh was planned from, so a delta is
 applied exactly once without a private branch.
 
-The one module that uses pyiceberg internals (`_FastAppendFiles`, `_OverwriteFiles`,
+The one module that uses pyiceberg internals (`_MergeAppendFiles`, `_OverwriteFiles`,
 `_dataframe_to_data_files`, `UpdateTableMetadata.commit`, `Transaction._updates`): they
 tie icemv to pyiceberg 0.12.*, so they stay fenced here (ruff SLF001 is allowed in this
 file only).
@@ -15,15 +15,17 @@ file only).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, ManifestFile
-from pyiceberg.table import Table, Transaction
+from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import UpdateTableMetadata
-from pyiceberg.table.update.snapshot import _FastAppendFiles, _OverwriteFiles
+from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
+from pyiceberg.utils.properties import property_as_bool
 
 from icemv.catalog.metadata_updates import applied
 from icemv.errors import StorageCommitConflictError
@@ -105,8 +107,25 @@ class _Unregistered:
         UpdateTableMetadata.commit(self)  # type: ignore[arg-type]
 
 
-class _AppendFiles(_Unregistered, _FastAppendFiles):
-    pass
+class _AppendFiles(_Unregistered, _MergeAppendFiles):
+    """pyiceberg's merging append, merging on unless the table says otherwise.
+
+    A rows MV's refresh appends one manifest; pyiceberg's fast append (and its merging
+    append by default) keeps every one, so the manifest list each commit writes, and each
+    scan plans, grew by one entry per refresh for as long as the daemon ran (written in
+    Python: at ~270 entries, about 40 % of such a refresh). Merged as Iceberg's Java
+    writers merge by default: once `commit.manifest.min-count-to-merge` manifests (100)
+    pile up, they become one. `commit.manifest-merge.enabled=false` on the storage table
+    turns it off.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._merge_enabled = property_as_bool(
+            self._transaction.table_metadata.properties,
+            TableProperties.MANIFEST_MERGE_ENABLED,
+            True,
+        )
 
 
 class _ReplaceFiles(_Unregistered, _OverwriteFiles):
