@@ -70,6 +70,7 @@ def refresh_mv(
                 started_ms=int(started * 1000),
                 duration_seconds=time.time() - started,
                 attempts=attempt,
+                record=record,
             )
         policy = mv.properties.get(REFRESH_POLICY_PROPERTY, "auto")
         if policy not in REFRESH_POLICIES:

@@ -25,7 +25,6 @@ from icemv.engine.spark import activate, session_ready, use_scheduler_pool
 from icemv.errors import ConfigError, InvalidIdentifierError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
-from icemv.mv.history import commit_to_fresh_seconds, latest_refresh
 from icemv.mv.lifecycle import apply_declared
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
@@ -277,13 +276,10 @@ class Daemon:
         return self.scheduler.request(mv, "verify-mismatch")
 
     def _on_result(self, result: RefreshResult) -> None:
-        # One load of the storage table and the sources for the latencies and the check.
+        # The refresh computed its latencies and knows its record from what it loaded: the
+        # check below loads only the sources, once each.
         reads = CatalogReads(self.lakehouse)
-        if result.record is not None:  # the refresh knew them: nothing to load again
-            latencies = list(result.commit_to_fresh_seconds)
-        else:
-            latencies = self._latencies(result, reads) if result.mode != "skipped" else []
-        self.metrics.record_refresh(result, latencies)
+        self.metrics.record_refresh(result, list(result.commit_to_fresh_seconds))
         log.info(
             "refresh",
             mv=result.mv.dotted,
@@ -318,24 +314,6 @@ class Daemon:
                 self.reconciler.check(mv, reads, record=result.record)
             except Exception as exc:  # noqa: BLE001 (a failed check must not fail the refresh's result)
                 log.warning("freshness_check_failed", mv=result.mv.dotted, error=str(exc))
-
-    def _latencies(self, result: RefreshResult, reads: CatalogReads) -> list[float]:
-        try:
-            mv = self.index.snapshot.mvs.get(result.mv)
-            if mv is None or result.storage_snapshot_id is None:
-                return []
-            storage = reads.load_table(mv.storage)
-            record = latest_refresh(storage)
-            if record is None or record.snapshot_id != result.storage_snapshot_id:
-                return []
-            tables = {
-                s.dotted: reads.load_table(Identifier(s.namespace, s.name))
-                for s in record.state.tables()
-            }
-            return commit_to_fresh_seconds(storage, record, tables)
-        except Exception as exc:  # noqa: BLE001 (metrics are best effort)
-            log.debug("latency_unavailable", mv=result.mv.dotted, error=str(exc))
-            return []
 
     def _on_failure(self, mv: Identifier, error: BaseException, attempt: int, delay: float) -> None:
         self.metrics.record_refresh_failure(mv.dotted, "unknown", error)
