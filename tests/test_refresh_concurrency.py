@@ -68,3 +68,15 @@ def test_phase_spans_place_each_phase_in_time() -> None:
     assert spans["plan"][1] == spans["changes"][0]  # each phase starts where the last ended
     assert spans["changes"][0] <= spans["patch"][0] <= spans["patch"][1] <= spans["changes"][1]
     assert abs(spans["plan"][0] - time.time()) < 60  # epoch seconds, not perf_counter's
+
+
+def test_a_pool_made_on_first_use_is_not_a_warning(lakehouse: Lakehouse) -> None:
+    """Spark warns once per pool that no allocation file declares it, which is how every
+    refresh thread's pool is made: the driver's log4j configuration keeps that quiet, and
+    only that (the root logger still passes warnings)."""
+    jvm = lakehouse.spark.sparkContext._jvm  # noqa: SLF001 (py4j: the JVM's log4j)
+    assert jvm is not None
+    manager = jvm.org.apache.logging.log4j.LogManager
+    pools = manager.getLogger("org.apache.spark.scheduler.FairSchedulableBuilder")
+    assert str(pools.getLevel()) == "ERROR"
+    assert str(manager.getLogger("org.apache.spark.scheduler.DAGScheduler").getLevel()) == "WARN"
