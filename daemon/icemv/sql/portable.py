@@ -14,9 +14,12 @@ Where the engines differ, and what the gate does about it:
 - integer overflow: Spark wraps, DuckDB raises: admitted (a raise falls back to Spark);
   SUM of integers is BIGINT in Spark, HUGEINT in DuckDB: cast back (strictly: overflow
   raises).
-- DECIMAL: DuckDB keeps every digit where Spark, past precision 38, rounds scale away:
-  arithmetic whose Spark type lost digits is refused, the rest is exact in both and cast
-  to Spark's type. SUM's type is DECIMAL(p + 10, s) in Spark: cast. Division: DuckDB
+- DECIMAL: `+`, `-` and `*` are exact in DuckDB at their natural scale (max(s1, s2), s1 +
+  s2) or raise (overflow past 38 digits), and Spark computes the exact value and rounds it
+  once, HALF_UP, to its result type (past precision 38 a smaller scale): the exact value
+  cast to Spark's type is the same rounding (DuckDB's casts round half away from zero),
+  and a value too large for it raises where Spark's is NULL. Refused: a natural scale past
+  38. SUM's type is DECIMAL(p + 10, s) in Spark: cast. Division: DuckDB
   divides DECIMAL as DOUBLE, so it is rendered as integer arithmetic rounding the exact
   quotient half up to Spark's scale (`_decimal_division`). AVG of a DECIMAL is the tree
   Spark's Average evaluates, `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS
@@ -46,9 +49,10 @@ Where the engines differ, and what the gate does about it:
   aggregates over the default frame; explicit frames refused. ORDER BY and LIMIT of a
   SELECT: refused.
 - subqueries (EXISTS, IN, scalar; correlated or not) as the same SQL: EXISTS is two-valued
-  in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` only
-  under AND/OR in a WHERE, where its truth alone counts (elsewhere Spark gives FALSE where
-  SQL, and DuckDB, give NULL).
+  in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` and
+  `NOT (x IN (SELECT ...))` only where a WHERE tests its truth alone: under AND/OR, as a
+  CASE/IF condition or branch (elsewhere Spark gives FALSE where SQL, and DuckDB, give
+  NULL, and its optimiser moves NOTs: `_filters`).
 - WITH: each CTE gated like a query (a column list renames its columns), its name hiding
   a relation's; recursive WITH refused.
 - set operations other than UNION ALL, complex types, functions not listed here: refused.
@@ -68,7 +72,6 @@ from sqlglot import exp
 from icemv.sql import decimals
 from icemv.sql.decimals import DecimalType
 from icemv.sql.memo import Memo
-from icemv.sql.parse import positive_in
 from icemv.sql.spark_types import (
     BIGINT,
     BOOLEAN,
@@ -358,7 +361,7 @@ class _Gate:
         expr = _Expressions(scope, self)
         where = node.args.get("where")
         if where is not None:
-            expr.filtering = {id(n) for n in where.find_all(exp.In) if positive_in(n, where)}
+            expr.filtering = {id(n) for n in where.find_all(exp.In) if _filters(n, where)}
             copy.set("where", exp.Where(this=expr.boolean(where.this)))
             expr.filtering = set()
         group = node.args.get("group")
@@ -567,8 +570,8 @@ class _Expressions:
         x, y = _as_decimal(node.this, a), _as_decimal(node.expression, b)
         result = rule(x, y)
         natural = x.scale + y.scale if isinstance(node, exp.Mul) else max(x.scale, y.scale)
-        if result.scale < natural:
-            raise _refuse(node, f"DECIMAL arithmetic past precision 38 ({result.sql()})")
+        if natural > decimals.MAX_PRECISION:  # DuckDB cannot hold the exact value's places
+            raise _refuse(node, f"DECIMAL arithmetic needing scale {natural}")
         if isinstance(node, exp.Mul):  # DuckDB multiplies narrow DECIMALs in 64 bits
             wide = SparkType("decimal", decimals.MAX_PRECISION, x.scale)
             copy.set("this", _cast(exp.Paren(this=left), wide))
@@ -975,10 +978,42 @@ def _text_key(expr: _Expressions, key: exp.Expr) -> exp.Expr | None:
     return exp.Cast(this=rendered, to=built("VARCHAR", None))
 
 
+def _filters(node: exp.In, where: exp.Where) -> bool:
+    """Whether only the truth of `x IN (...)` (or of `NOT (x IN (...))`) counts: above it
+    up to the WHERE only AND, OR, parentheses and branches of CASE/IF whose value is
+    itself only tested for truth, or it is a CASE/IF condition (taken only when TRUE).
+    Spark evaluates `x IN (SELECT ...)` TRUE exactly when SQL does (FALSE where SQL says
+    NULL) and `NOT (x IN (SELECT ...))` null-aware (TRUE exactly when SQL's NOT IN is), so
+    in such a place a row is kept by both engines alike: AND and OR are monotone, and a
+    CASE takes the same branch. A NOT further up is not admitted: Spark's optimiser moves
+    NOTs onto the IN (`NOT (f OR x IN s)` becomes `NOT f AND NOT (x IN s)`)."""
+    above: exp.Expr = node
+    while isinstance(above.parent, exp.Paren):
+        above = above.parent
+    if isinstance(above.parent, exp.Not):
+        above = above.parent
+    while True:
+        parent = above.parent
+        if parent is where:
+            return True
+        if isinstance(parent, exp.If) and above.arg_key == "this":
+            return True  # a condition
+        if isinstance(parent, exp.If) and above.arg_key in ("true", "false"):
+            above = parent.parent if isinstance(parent.parent, exp.Case) else parent
+            continue
+        default = isinstance(parent, exp.Case) and above.arg_key == "default"
+        if parent is None or not (default or isinstance(parent, exp.And | exp.Or | exp.Paren)):
+            return False
+        above = parent
+
+
 def _as_decimal(node: exp.Expr, kind: SparkType) -> DecimalType:
     """An operand of DECIMAL arithmetic as Spark types it: an integer literal by its own
-    digits (3 is DECIMAL(1, 0)), an integer column by its type's (INT is DECIMAL(10, 0))."""
+    digits (3 and -3 are DECIMAL(1, 0): Spark reads a minus sign before a number as part of
+    the literal, not `-(3)`), an integer column by its type's (INT is DECIMAL(10, 0))."""
     while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
         node = node.this
     if kind.integral and isinstance(node, exp.Literal) and not node.is_string:
         return DecimalType(max(len(node.this.lstrip("-")), 1), 0)

@@ -1,0 +1,80 @@
+"""What the portability gate (sql/portable.py) admits since it stopped refusing DECIMAL
+arithmetic past precision 38 and NOT IN under OR; the values themselves are checked against
+Spark by tests/test_engine_corpus.py."""
+
+from __future__ import annotations
+
+import pytest
+from sqlglot import parse_one
+
+from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.sql.spark_types import BOOLEAN, INT, SparkType
+
+EDGE = {
+    "edge": {
+        "r": INT,
+        "i": INT,
+        "f": BOOLEAN,
+        "h": SparkType("decimal", 38, 10),
+        "n": SparkType("decimal", 7, 2),
+        "q": SparkType("decimal", 20, 10),
+    }
+}
+
+
+def _duckdb(sql: str) -> str:
+    return to_duckdb(parse_one(sql, read="spark"), EDGE).sql
+
+
+@pytest.mark.parametrize(
+    ("expression", "spark_type"),
+    [
+        ("h * n", "DECIMAL(38, 6)"),  # precision 46, scale 12: 34 integer digits kept
+        ("q * q", "DECIMAL(38, 17)"),  # precision 41, scale 20
+        ("h * -3", "DECIMAL(38, 8)"),  # -3 is the literal DECIMAL(1, 0), as in Spark
+        ("h - n", "DECIMAL(38, 9)"),  # precision 39, scale 10
+    ],
+)
+def test_arithmetic_past_precision_38_is_the_exact_value_cast_to_sparks_type(
+    expression: str, spark_type: str
+) -> None:
+    rendered = _duckdb(f"SELECT {expression} AS v FROM edge")
+    assert rendered.endswith(f'AS {spark_type}) AS "v" FROM edge'), rendered
+
+
+def test_arithmetic_whose_exact_value_needs_more_than_38_places_is_refused() -> None:
+    with pytest.raises(NotPortable, match="scale 40"):
+        _duckdb("SELECT CAST(h AS DECIMAL(38, 20)) * CAST(h AS DECIMAL(38, 20)) AS v FROM edge")
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "e.i NOT IN (SELECT o.i FROM edge o)",
+        "e.f OR NOT (e.i IN (SELECT o.i FROM edge o))",
+        "e.r > 2 AND (e.i NOT IN (SELECT o.i FROM edge o WHERE o.r > e.r) OR e.f)",
+        "CASE WHEN e.i IN (SELECT o.i FROM edge o) THEN e.f "
+        "ELSE NOT (e.r IN (SELECT o.r FROM edge o)) END",
+        "IF(e.f, e.i NOT IN (SELECT o.i FROM edge o), e.r > 1)",
+    ],
+)
+def test_in_filtering_through_and_or_case_and_if_is_admitted(where: str) -> None:
+    assert " IN (SELECT" in _duckdb(f"SELECT r AS k FROM edge e WHERE {where}")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # Spark's optimiser pushes the NOT onto the IN (null-aware there), SQL does not
+        "SELECT r AS k FROM edge e WHERE NOT (e.f OR e.i IN (SELECT o.i FROM edge o))",
+        # a value, not a filter: Spark's FALSE where SQL's NULL
+        "SELECT r AS k, e.i IN (SELECT o.i FROM edge o) AS a FROM edge e",
+        "SELECT r AS k FROM edge e WHERE (e.i NOT IN (SELECT o.i FROM edge o)) = e.f",
+        "SELECT r AS k FROM edge e WHERE coalesce(e.i IN (SELECT o.i FROM edge o), TRUE)",
+        "SELECT r AS k FROM edge e WHERE CASE e.i IN (SELECT o.i FROM edge o) WHEN e.f THEN 1 "
+        "ELSE 0 END = 1",
+    ],
+)
+def test_in_subqueries_whose_nulls_show_are_refused(sql: str) -> None:
+    with pytest.raises(NotPortable, match="IN \\(SELECT"):
+        _duckdb(sql)
