@@ -169,9 +169,7 @@ class DuckDBExecutor:
                 raise EngineRefusedError(str(why)) from None
             try:
                 statement = _parsed(self.connection, portable.sql)
-                # A relation, not execute()'s DB-API result, whose Arrow output DuckDB
-                # copies (and warns about): the same time either way.
-                return self.connection.sql(statement).to_arrow_table()
+                return self.connection.execute(statement).to_arrow_table()
             except duckdb.Error as error:  # overflow and the like: Spark decides
                 self._failed = True
                 first = str(error).splitlines()[0][:200]
