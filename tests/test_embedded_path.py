@@ -85,6 +85,13 @@ REAL_TYPES = {
         "SELECT vendor, sum(DISTINCT amount) AS spent, count(DISTINCT rate) AS rates "
         "FROM sales GROUP BY vendor"
     ),
+    "wide-product": (  # DECIMAL(43, 22) in Spark's rules: rounded to DECIMAL(38, 17)
+        "SELECT vendor, sum(amount * CAST(rate AS DECIMAL(30, 20))) AS taxed, "
+        "count(*) AS n FROM sales GROUP BY vendor"
+    ),
+    "sequence": (  # counting down where id % 3 > 1, INT elements
+        "SELECT id, q, vendor FROM sales LATERAL VIEW explode(sequence(id % 3, 1)) e AS q"
+    ),
     "filter": (
         "SELECT id, upper(vendor) AS v, amount * 2 AS doubled, substr(vendor, 1, 2) AS code, "
         "concat(vendor, '-', CAST(id AS STRING)) AS label FROM sales "

@@ -135,6 +135,20 @@ QUERIES = [
     "SELECT r AS a, n AS c FROM edge UNION ALL SELECT r AS a, m AS c FROM edge",
     "SELECT e1.r AS a FROM edge e1 LEFT SEMI JOIN edge e2 ON e1.s = e2.s AND e2.r > e1.r",
     "SELECT r AS a, n AS c FROM edge LATERAL VIEW explode(sequence(1, 2)) e AS copy",
+    # generators: a sequence counting down, INT elements (wrapping in Spark), arrays
+    *(GENERATORS := [
+        "SELECT r AS k, q AS a FROM edge LATERAL VIEW explode(sequence(r, 3)) e AS q",
+        "SELECT r AS k, q AS a FROM edge LATERAL VIEW explode(sequence(i % 3, b % 2)) e AS q",
+        "SELECT r AS k, c AS a FROM edge LATERAL VIEW explode(array(s, 'z', NULL)) e AS c",
+        "SELECT c AS k, count(*) AS a FROM edge LATERAL VIEW explode(array(s, 'z')) e AS c "
+        "GROUP BY c",
+        "SELECT r AS k, c AS a FROM edge LATERAL VIEW explode(array(m, -m, NULL)) e AS c",
+    ]),
+    "SELECT r AS k, c AS a FROM edge LATERAL VIEW explode(array(m, m * 2)) e AS c",
+    "SELECT r AS k, q + 2147483646 AS a FROM edge LATERAL VIEW explode(sequence(1, 2)) e AS q",
+    "SELECT r AS k, q AS a FROM edge LATERAL VIEW OUTER explode(sequence(1, i % 3)) e AS q",
+    "SELECT r AS k, q AS a FROM edge LATERAL VIEW explode_outer(sequence(1, i % 3)) e AS q",
+    "SELECT r AS k, c AS a FROM edge LATERAL VIEW explode(array(i, b)) e AS c",
     # windows: ranks, LAG/LEAD, partition and running aggregates (NULLs ordered as Spark)
     "SELECT r AS k, row_number() OVER (PARTITION BY f ORDER BY r) AS a, "
     "rank() OVER (ORDER BY s) AS c, dense_rank() OVER (ORDER BY x DESC) AS d FROM edge",
@@ -362,7 +376,15 @@ def test_every_admitted_expression_is_computed_as_spark_computes_it(engines: Any
         print(f"  raised   {case}  <- {why}")
     assert not wrong, "\n".join(f"{k}: {v}" for k, v in wrong.items())
     # Constructs the gate is meant to admit, admitted (a regression would only be slower).
-    meant = [*STRING_LITERAL_CASTS, *CTES, *AVERAGES, *DISTINCT_SUMS, *NOT_INS, *CASE_INS]
+    meant = [
+        *STRING_LITERAL_CASTS,
+        *CTES,
+        *AVERAGES,
+        *DISTINCT_SUMS,
+        *NOT_INS,
+        *CASE_INS,
+        *GENERATORS,
+    ]
     not_admitted = {c: outcomes[c] for c in meant if outcomes[c] != "same"}
     not_admitted |= {
         c: outcomes[c]

@@ -96,6 +96,11 @@ SHAPES = {
         "SELECT c, count(*) AS n, sum(fare) AS s FROM trips "
         "LATERAL VIEW explode(array(vendor, 'z')) e AS c GROUP BY c"
     ),
+    # sequence(a, b) counts down when a > b (DuckDB's series would be empty); INT elements
+    "explode-sequence": (
+        "SELECT id, q, vendor FROM trips "
+        "LATERAL VIEW explode(sequence(CAST(id % 3 AS INT), 1)) e AS q"
+    ),
     # Affected keys (sql/keys.py): windows, outer, semi and anti joins, a derived aggregate
     # joined on its key. Window orders break ties on every column, so the view is one bag.
     "dedup": (

@@ -55,6 +55,10 @@ Where the engines differ, and what the gate does about it:
   NULL, and its optimiser moves NOTs: `_filters`).
 - WITH: each CTE gated like a query (a column list renames its columns), its name hiding
   a relation's; recursive WITH refused.
+- generators: `LATERAL VIEW explode(sequence(a, b))` (counting down when a > b, as Spark's
+  does and DuckDB's series does not without a step) and `explode(array(x, ...))` of one
+  type, each as an array of Spark's element type; OUTER, explode_outer and posexplode
+  refused (a row kept for an empty or NULL array).
 - set operations other than UNION ALL, complex types, functions not listed here: refused.
 Pure: sqlglot trees and types only (the answers kept per process, see `to_duckdb`).
 """
@@ -445,22 +449,64 @@ class _Gate:
         return rebuilt
 
     def _lateral(self, lateral: exp.Expr, scope: _Scope) -> exp.Expr:
-        """Only `LATERAL VIEW explode(sequence(a, b)) AS n` (one row per copy)."""
+        """`LATERAL VIEW explode(sequence(a, b))` or `explode(array(x, ...))`, one column.
+        Not OUTER nor explode_outer or posexplode (a row kept for an empty or NULL array,
+        positions): DuckDB's UNNEST, as sqlglot renders it, drops such rows."""
         generator = lateral.this if isinstance(lateral, exp.Lateral) else None
-        series = generator.this if isinstance(generator, exp.Explode) else None
-        if not isinstance(series, exp.GenerateSeries) or series.args.get("step"):
-            raise _refuse(lateral, "a generator other than explode(sequence(a, b))")
-        expr = _Expressions(scope, self)
-        start, a = expr.typed(series.args["start"])
-        end, b = expr.typed(series.args["end"])
-        if not (a.integral and b.integral):
-            raise _refuse(lateral, "sequence() of non-integers")
+        if type(generator) is not exp.Explode or lateral.args.get("outer"):
+            raise _refuse(lateral, "a generator other than explode(sequence(...) or array(...))")
         alias = lateral.args.get("alias")
         if not isinstance(alias, exp.TableAlias) or len(alias.columns) != 1:
             raise _refuse(lateral, "explode() with other than one column")
-        scope.add(alias.name or "__lateral", {alias.columns[0].name: common(a, b) or BIGINT})
-        generator = exp.Explode(this=exp.GenerateSeries(start=start, end=end))
-        return _rebuilt(lateral, this=generator)
+        expr = _Expressions(scope, self)
+        values = generator.this
+        if isinstance(values, exp.GenerateSeries) and not values.args.get("step"):
+            rendered, element = self._sequence(expr, values, lateral)
+        elif isinstance(values, exp.Array) and values.expressions:
+            rendered, element = self._array(expr, values, lateral)
+        else:
+            raise _refuse(lateral, "a generator other than explode(sequence(...) or array(...))")
+        scope.add(alias.name or "__lateral", {alias.columns[0].name: element})
+        # The array in Spark's element type (DuckDB's series are BIGINT: INT would not wrap).
+        array = exp.DataType(
+            this=exp.DataType.Type.ARRAY, expressions=[duckdb_type(element)], nested=True
+        )
+        return _rebuilt(lateral, this=exp.Explode(this=exp.Cast(this=rendered, to=array)))
+
+    @staticmethod
+    def _sequence(
+        expr: _Expressions, series: exp.GenerateSeries, lateral: exp.Expr
+    ) -> tuple[exp.Expr, SparkType]:
+        """Spark's sequence(a, b) counts down when a > b, where DuckDB's series is empty."""
+        start, a = expr.typed(series.args["start"])
+        end, b = expr.typed(series.args["end"])
+        element = common(a, b)
+        if not (a.integral and b.integral) or element is None:
+            raise _refuse(lateral, "sequence() of non-integers")
+        one = exp.Literal.number(1)
+        step = exp.Case(
+            ifs=[exp.If(this=exp.LTE(this=start.copy(), expression=end.copy()), true=one)],
+            default=exp.Literal.number(-1),
+        )
+        return exp.GenerateSeries(start=start, end=end, step=step), element
+
+    @staticmethod
+    def _array(
+        expr: _Expressions, array: exp.Array, lateral: exp.Expr
+    ) -> tuple[exp.Expr, SparkType]:
+        """array(x, ...) of values of one type (Spark would widen others)."""
+        parts, kinds = expr.each(array.expressions)
+        typed = {kind for kind in kinds if kind.kind != "null"}  # NULL takes the others' type
+        element = next(iter(typed), None)
+        if element is None or len(typed) > 1 or element.kind not in _ELEMENT_KINDS:
+            raise _refuse(lateral, "array() of values of more than one type, or not scalar")
+        return exp.Array(expressions=parts), element
+
+
+_ELEMENT_KINDS = frozenset({
+    "boolean", "tinyint", "smallint", "int", "bigint", "double", "decimal", "string", "date",
+    "timestamp",
+})  # fmt: skip
 
 
 class _Expressions:
