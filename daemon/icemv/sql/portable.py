@@ -43,7 +43,9 @@ Where the engines differ, and what the gate does about it:
 - strings: CONCAT and `||` are NULL when an argument is (`||` in both); ordering is binary
   in both; LIKE only with a literal pattern without escapes; SUBSTR with literal positions
   from 1; UPPER and LOWER agree on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'):
-  other text raises in DuckDB. sign(-0.0) is -0.0 in Spark: SIGN of integers only.
+  other text raises in DuckDB. TRIM names its characters for DuckDB (a bare TRIM there also
+  removes Unicode spaces such as U+00A0, Spark's only the ASCII space). sign(-0.0) is
+  -0.0 in Spark: SIGN of integers only.
 - NULL ordering: Spark puts NULLs first ascending and last descending; a window's ORDER
   BY is written out that way for DuckDB (sqlglot's dialects). Windows: ranks, LAG/LEAD and
   aggregates over the default frame; explicit frames refused. ORDER BY and LIMIT of a
@@ -838,6 +840,21 @@ class _Expressions:
             return _ascii_only(inner, copy), STRING
         return copy, kind if kind.kind != "null" else (STRING if not numeric else NULL)
 
+    def trim(self, node: exp.Trim) -> tuple[exp.Expr, SparkType]:
+        """Spark trims only the ASCII space (or the characters named), DuckDB's bare TRIM
+        every Unicode space too (U+00A0, U+3000): the characters are always named."""
+        inner, kind = self.typed(node.this)
+        if kind not in (STRING, NULL):
+            raise _refuse(node, f"TRIM of {kind.describe()}")
+        characters = node.args.get("expression")
+        if characters is None:
+            characters = exp.Literal.string(" ")
+        elif not (isinstance(characters, exp.Literal) and characters.is_string):
+            raise _refuse(node, "TRIM of characters other than a string literal")
+        position = node.args.get("position")
+        trimmed = exp.Trim(this=inner, expression=characters.copy(), position=position)
+        return trimmed, STRING
+
     def sign(self, node: exp.Sign) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
         if not kind.integral:  # sign(-0.0) is -0.0 in Spark, 0.0 in DuckDB
@@ -1282,7 +1299,7 @@ _HANDLERS: dict[type[exp.Expr], _Handler] = {
     exp.Abs: _Expressions.unary_same,  # type: ignore[dict-item]
     exp.Upper: _Expressions.unary_same,  # type: ignore[dict-item]
     exp.Lower: _Expressions.unary_same,  # type: ignore[dict-item]
-    exp.Trim: _Expressions.unary_same,  # type: ignore[dict-item]
+    exp.Trim: _Expressions.trim,  # type: ignore[dict-item]
     exp.Sign: _Expressions.sign,  # type: ignore[dict-item]
     exp.Length: _Expressions.length,  # type: ignore[dict-item]
     exp.Sqrt: _Expressions.sqrt,  # type: ignore[dict-item]

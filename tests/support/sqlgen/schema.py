@@ -78,7 +78,7 @@ _VALUES: dict[str, list[Any]] = {
     "id": list(range(1, 13)),
     "k": [1, 2, 3, 4, 5],
     "g": ["a", "b", "c", "", "É"],
-    "name": ["one", "two", "x", "Ω"],
+    "name": ["one", "two", "x", "Ω", "\u00a0x\u3000"],  # spaces only Spark's TRIM keeps
     "n": [-3, 0, 2, 7, 9007199254740993],
     "v": [-1, 1, 5, 4294967296],
     "x": [0.5, -1.25, 2.0, -0.0, 0.1, 1e10],
