@@ -455,13 +455,12 @@ class _Gate:
         Not OUTER nor explode_outer or posexplode (a row kept for an empty or NULL array,
         positions): DuckDB's UNNEST, as sqlglot renders it, drops such rows."""
         generator = lateral.this if isinstance(lateral, exp.Lateral) else None
-        if type(generator) is not exp.Explode or lateral.args.get("outer"):
-            raise _refuse(lateral, "a generator other than explode(sequence(...) or array(...))")
+        plain = type(generator) is exp.Explode and not lateral.args.get("outer")
+        values = generator.this if plain and generator is not None else None
         alias = lateral.args.get("alias")
         if not isinstance(alias, exp.TableAlias) or len(alias.columns) != 1:
             raise _refuse(lateral, "explode() with other than one column")
         expr = _Expressions(scope, self)
-        values = generator.this
         if isinstance(values, exp.GenerateSeries) and not values.args.get("step"):
             rendered, element = self._sequence(expr, values, lateral)
         elif isinstance(values, exp.Array) and values.expressions:
