@@ -211,7 +211,7 @@ def test_broker_outage_falls_back_to_polling_and_recovers(
             wait_for(lambda: is_fresh(lakehouse, mv), 60, "poll-driven refresh during the outage")
         finally:
             kafka_broker.restart()  # in-memory: topics are gone
-        kafka_broker.create_topic(topic, partitions=1)
+        kafka_broker.recreate_topic(topic)
         wait_for(lambda: consumer.connected, 90, "kafka reconnected")
         routed = metric(port, "icemv_events_total", {"outcome": "routed"})
         snapshot = append_trips(lakehouse, namespace, [(8, "b", 2.0, None)])

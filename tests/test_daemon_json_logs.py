@@ -197,7 +197,7 @@ def test_every_line_is_json_through_commits_an_outage_and_overrunning_polls(
             wait_for(lambda: is_fresh(lakehouse, mv), 90, "a poll-driven refresh during the outage")
         finally:
             broker.start()
-        broker.create_topic(topic)
+        broker.recreate_topic(topic)
         wait_for(lambda: value("icemv_kafka_connected") == 1, 120, "kafka reconnected")
         routed = value("icemv_events_total", outcome="routed")
         snapshot = append_trips(lakehouse, namespace, [(300, "v0", 3.0, None)])

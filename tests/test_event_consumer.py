@@ -482,7 +482,7 @@ def test_readiness_follows_the_broker_within_seconds(
         assert pipeline.connected_gauge() == 0
         assert down < 5
         private_broker.start()
-        private_broker.create_topic(topic, partitions=1)
+        private_broker.recreate_topic(topic)
         up = wait_for(lambda: consumer.connected, 60, "reconnected")
         assert pipeline.connected_gauge() == 1
         # And it consumes again (in-memory broker: a new topic, a fresh group offset).

@@ -135,10 +135,27 @@ class TansuBroker:
         try:
             admin.create_topics([NewTopic(name, partitions, 1)])
         except TopicAlreadyExistsError:
-            # A client's metadata request may have auto-created it first (a consumer
-            # reconnecting after restart()), or a retried request created it already.
+            # A retried request created it already, or a client's metadata request did
+            # (with Tansu's 4 partitions: after restart(), use recreate_topic()).
             (topic,) = admin.describe_topics([name])
             if len(topic["partitions"]) != partitions:
+                raise
+        finally:
+            admin.close()
+
+    def recreate_topic(self, name: str, partitions: int = 1) -> None:
+        """Make a topic again after restart() (in-memory storage: topics are gone).
+
+        A client still subscribed to it (a daemon's consumer) may reconnect first and make
+        it itself: Tansu auto-creates a topic a metadata request names, with 4 partitions,
+        and ignores allow_auto_topic_creation=false. A consumer in a group reads every
+        partition, so a topic made either way serves; only its absence fails."""
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
+        try:
+            admin.create_topics([NewTopic(name, partitions, 1)])
+        except TopicAlreadyExistsError:
+            (topic,) = admin.describe_topics([name])
+            if not topic["partitions"]:
                 raise
         finally:
             admin.close()
