@@ -109,14 +109,33 @@ def test_appends_joined_with_an_unchanged_dimension_refresh_in_arrow(
         assert (7, "b", "B1") in actual and (7, "b", "B2") in actual
 
 
-def test_a_moved_or_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
+@pytest.mark.parametrize("sql", [LEFT, LEFT_AGGREGATE], ids=["left", "left-aggregate"])
+def test_a_dimension_moved_with_the_fact_refreshes_on_duckdb(
+    lakehouse: Lakehouse, namespace: str, sql: str
+) -> None:
+    """Both tables moved in one range: each delta term reads the other table whole, at its
+    new snapshot before its own occurrence and at its old one after (sql/delta.py)."""
     vendors = _tables(lakehouse, namespace)
-    mv = refreshed_mv(lakehouse, namespace, "v", LEFT_AGGREGATE)
-    # The dimension moved in the same range as the fact: Spark's delta terms, still exact.
+    mv = refreshed_mv(lakehouse, namespace, "v", sql)
+    # Appends to both: a new key for fact rows already padded (d), a second row for a.
     append_trips(lakehouse, namespace, APPENDS[0])
     vendors.append(_vendors([("d", "D", 6), ("a", "A2", 7)]))
-    result = refresh_by(lakehouse, mv, "spark")
-    assert "more than one source table changed" in (result.engine_reason or "")
+    result = refresh_by(lakehouse, mv, "duckdb")
+    assert result.source_rows_read == len(APPENDS[0]) + 2
+    # Deletes on both: equality deletes on the dimension (b's rows and the NULL key) and
+    # on the fact, with rows appended to the fact in the same range.
+    append_trips(lakehouse, namespace, APPENDS[1])
+    equality_delete(lakehouse, namespace, "vendor", ["b", None], name="vendors")
+    equality_delete(lakehouse, namespace, "id", [6, 11])
+    refresh_by(lakehouse, mv, "duckdb")
+    if sql == LEFT:  # 7 lost both its b rows: padded now; 9 found d
+        actual, _ = storage_and_oracle(lakehouse, mv)
+        assert (7, "b", None) in actual and (9, "d", "D") in actual
+
+
+def test_a_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
+    vendors = _tables(lakehouse, namespace)
+    mv = refreshed_mv(lakehouse, namespace, "v", LEFT_AGGREGATE)
     # A dimension above refresh.arrow_join_max_rows.
     config = lakehouse.config
     small = config.model_copy(
@@ -125,7 +144,12 @@ def test_a_moved_or_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespac
     append_trips(lakehouse, namespace, APPENDS[1])
     result = refresh_by(Lakehouse(small), mv, "spark")
     assert "arrow_join_max_rows" in (result.engine_reason or "")
-    # Back under the default limit: Arrow again, reading the moved dimension's new rows.
+    # Both moved and the dimension still too large: Spark's delta terms, still exact.
+    append_trips(lakehouse, namespace, APPENDS[0])
+    vendors.append(_vendors([("d", "D", 6), ("a", "A2", 7)]))
+    result = refresh_by(Lakehouse(small), mv, "spark")
+    assert "arrow_join_max_rows" in (result.engine_reason or "")
+    # Back under the default limit: DuckDB again.
     append_trips(lakehouse, namespace, [(14, "d", 9.0, D1), (15, "a", 1.0, D3)])
     refresh_by(lakehouse, mv, "duckdb")
 
@@ -152,7 +176,7 @@ def test_a_dimension_with_equality_deletes_is_read_by_icemv(
     mv = refreshed_mv(lakehouse, namespace, "v", INNER)
     equality_delete(lakehouse, namespace, "vendor", ["b", None], name="vendors")
     append_trips(lakehouse, namespace, APPENDS[0])
-    refresh_by(lakehouse, mv, "spark")  # both moved: one source's range at a time here
+    refresh_by(lakehouse, mv, "duckdb")  # both moved: each delta term reads the other whole
     append_trips(lakehouse, namespace, APPENDS[1])
     refresh_by(lakehouse, mv, "duckdb")  # only trips moved: the dimension read whole
     equality_delete(lakehouse, namespace, "rank", [1], name="vendors")

@@ -280,9 +280,9 @@ class RefreshConfig(_Section):
         default=100_000,
         ge=0,
         description="The embedded engine (DuckDB on the driver, no Spark job) computes the "
-        "delta of a change to one source table of at most this many changed rows "
-        "(appended, deleted; and at most `driver_commit_max_rows`) when the view passes the "
-        "portability gate; 0: always Spark.",
+        "delta of a change of at most this many changed rows, all changed source tables "
+        "together (appended, deleted; and at most `driver_commit_max_rows`) when the view "
+        "passes the portability gate; 0: always Spark.",
     )
     arrow_read_max_rows: int = Field(
         default=4_000_000,

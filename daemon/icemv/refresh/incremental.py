@@ -168,7 +168,7 @@ def _embedded_patch(
         delta, read = route.read(executor, cache)
         held = route.hold(executor, cache)
         phases.end("changes")
-        inputs = _inputs(plan, {route.identifier: delta}, target, held)
+        inputs = _inputs(plan, delta, target, held)
         return _patch(plan, executor, inputs, target), read, ""
     except EngineRefusedError as why:
         return None, 0, str(why)

@@ -1,17 +1,19 @@
 """Which executor computes a refresh's delta, decided at plan time, in one place.
 
-The embedded engine (DuckDB on the driver, refresh/exec/duckdb.py) takes a small change of
-one source table: the change rows read with pyiceberg (appended rows, shared across MVs;
-or the signed rows of a range with deletes, refresh/changes/arrow_changes.py, while the
+The embedded engine (DuckDB on the driver, refresh/exec/duckdb.py) takes a small change:
+each moved source's change rows read with pyiceberg (appended rows, shared across MVs;
+or the signed rows of a range with deletes, refresh/changes/arrow_changes.py, while each
 read scans at most `refresh.arrow_read_max_rows` rows, estimated from the manifests, and
-at most `refresh.arrow_max_rows` changed), and every other table the view reads read
-whole at its pinned snapshot (at most `refresh.arrow_join_max_rows` rows each, shared
-across MVs). Where the trees read the changed table itself (a keyed delta's restricted
+at most `refresh.arrow_max_rows` rows changed in all), and every other table the view
+reads read whole at its pinned snapshot (at most `refresh.arrow_join_max_rows` rows each,
+shared across MVs). Where the trees read a moved table itself (a keyed delta's restricted
 reads at the old and new snapshots, groups recomputed from the sources, a self-join's
-terms), it is read whole at both ends too, within the same limit. The view's expressions
-must pass the portability gate (sql/portable.py) over those tables' types. The same delta
-and merge trees then run as on Spark (sql/delta.py, refresh/patch/). A top-N view, a
-change to several tables and anything else go to Spark, and the refusal's reason is
+terms, and the terms of the other moved sources, which read it at its new snapshot before
+their own occurrence and at its old one after: sql/delta.py), it is read whole at both
+ends too, within the same limit. The view's expressions must pass the portability gate
+(sql/portable.py) over those tables' types. The same delta and merge trees then run as on
+Spark (sql/delta.py, refresh/patch/). A top-N view and anything else go to Spark, and
+the refusal's reason is
 reported with the refresh (`engine=spark`, `engine_reason`); so does any refusal met
 while running (more rows than the limits, a construct the gate refuses in a merge tree, a
 DuckDB error such as an overflow Spark would wrap).
@@ -66,29 +68,24 @@ class Held:
 
 
 @dataclass(frozen=True)
-class EmbeddedRoute:
-    """A refresh whose delta DuckDB computes: what to read, and the limits."""
+class SourceRead:
+    """The change rows of one moved source the embedded engine reads."""
 
     identifier: Identifier
     change: SourceChange
     source: Table
-    held: tuple[Held, ...]
-    max_rows: int  # change rows (and joined rows) the patch may come from
     columns: tuple[str, ...] | None  # read of a range with deletes; None: all
     # A view of the changed table alone: its WHERE (over `alias`), applied to each file
     # a range with deletes reads, before the rewrite diff.
     where: exp.Expr | None
     alias: str
-    threads: int
-    memory_limit: str
-    time_zone: str
 
-    def executor(self) -> DuckDBExecutor:
-        return DuckDBExecutor(self.threads, self.memory_limit, self.time_zone)
-
-    def read(self, executor: DuckDBExecutor, cache: AppendedRowsCache) -> tuple[str, int]:
-        """The change rows (source columns and WEIGHT) as a relation of `executor`, and
-        the source rows read for them."""
+    def read(
+        self, executor: DuckDBExecutor, cache: AppendedRowsCache, max_rows: int, time_zone: str
+    ) -> tuple[str, int, int]:
+        """The change rows (source columns and WEIGHT) as a relation of `executor`, the
+        source rows read for them and the change rows; EngineRefusedError past `max_rows`
+        change rows."""
         if self.change.kind == "append-only":
             try:
                 rows = appended_rows(self.source, self.change, cache)
@@ -96,12 +93,10 @@ class EmbeddedRoute:
                 raise EngineRefusedError(str(why)) from None
             ones = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
             weighted = rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), ones)
-            return executor.add_rows("delta", weighted), rows.num_rows
-        keep = self._kept(executor) if self.where is not None else None
+            return executor.add_rows("delta", weighted), rows.num_rows, rows.num_rows
+        keep = self._kept(executor, time_zone) if self.where is not None else None
         try:
-            changed = changed_rows(
-                self.source, self.change, self.columns, self.max_rows, keep, cache
-            )
+            changed = changed_rows(self.source, self.change, self.columns, max_rows, keep, cache)
         except ArrowUnsupportedError as why:
             raise EngineRefusedError(str(why)) from None
         raw = executor.add_rows("changes", changed.rows)
@@ -112,14 +107,15 @@ class EmbeddedRoute:
             if f.name != WEIGHT
         ]  # fmt: skip
         table = exp.Table(this=exp.to_identifier(raw, quoted=True))
-        return executor.register("delta", netted(table, identities)), changed.rows_read
+        relation = executor.register("delta", netted(table, identities))
+        return relation, changed.rows_read, changed.rows.num_rows
 
-    def _kept(self, executor: DuckDBExecutor) -> KeptRows:
+    def _kept(self, executor: DuckDBExecutor, time_zone: str) -> KeptRows:
         """The rows of one file the view's WHERE keeps (filtering keeps their order), and
         what decides them: the WHERE, the alias it reads the rows by, the session zone."""
         where = self.where
         assert where is not None
-        key = (where.sql(dialect="spark"), self.alias, self.time_zone)
+        key = (where.sql(dialect="spark"), self.alias, time_zone)
 
         def kept(rows: pa.Table) -> pa.Table:
             name = executor.add_rows("file", rows)
@@ -136,6 +132,40 @@ class EmbeddedRoute:
                 executor.forget(name)
 
         return KeptRows(kept, key)
+
+
+@dataclass(frozen=True)
+class EmbeddedRoute:
+    """A refresh whose delta DuckDB computes: what to read, and the limits."""
+
+    reads: tuple[SourceRead, ...]  # one per moved source
+    held: tuple[Held, ...]
+    max_rows: int  # change rows (all sources together) the patch may come from
+    threads: int
+    memory_limit: str
+    time_zone: str
+
+    def executor(self) -> DuckDBExecutor:
+        return DuckDBExecutor(self.threads, self.memory_limit, self.time_zone)
+
+    def read(
+        self, executor: DuckDBExecutor, cache: AppendedRowsCache
+    ) -> tuple[dict[Identifier, str], int]:
+        """Each moved source's change rows as a relation of `executor`, and the source
+        rows read for them. The sources' changes share `max_rows`."""
+        relations: dict[Identifier, str] = {}
+        read, left = 0, self.max_rows
+        for source in self.reads:
+            relation, rows, changed = source.read(executor, cache, left, self.time_zone)
+            relations[source.identifier] = relation
+            read += rows
+            left -= changed
+            if left < 0:
+                raise EngineRefusedError(
+                    f"the sources' changes pass {self.max_rows} rows "
+                    "(refresh.arrow_max_rows, driver_commit_max_rows)"
+                )
+        return relations, read
 
     def hold(self, executor: DuckDBExecutor, cache: AppendedRowsCache) -> dict[
         tuple[Identifier, int | None], str
@@ -158,13 +188,10 @@ def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
     max_rows = min(settings.arrow_max_rows, settings.driver_commit_max_rows)
     if max_rows <= 0:
         return "embedded engine off (refresh.arrow_max_rows or driver_commit_max_rows is 0)"
-    if len(plan.moved) != 1:
-        return "more than one source table changed"
-    ((identifier, change),) = plan.moved.items()
-    if change.kind == "append-only" and change.changed_records > max_rows:
+    appended = sum(c.changed_records for c in plan.moved.values() if c.kind == "append-only")
+    if appended > max_rows:
         return (
-            f"{change.changed_records} changed rows > {max_rows} "
-            "(refresh.arrow_max_rows, driver_commit_max_rows)"
+            f"{appended} changed rows > {max_rows} (refresh.arrow_max_rows, driver_commit_max_rows)"
         )
     analysis = plan.analysis
     if not isinstance(analysis, AggregateAnalysis) and analysis.top_n is not None:
@@ -173,48 +200,48 @@ def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
     recomputes = (
         isinstance(analysis, AggregateAnalysis) and plan.aggregate_strategy() != "merge-aggregates"
     )
-    source = base.reads.load_table(identifier)
-    if change.kind != "append-only":  # the rows that changed are known once read
-        scanned = _scan_refusal(source, change, settings.arrow_read_max_rows)
-        if scanned is not None:
-            return scanned
+    reads: list[SourceRead] = []
+    for identifier, change in plan.moved.items():
+        source = base.reads.load_table(identifier)
+        if change.kind != "append-only":  # the rows that changed are known once read
+            scanned = _scan_refusal(source, change, settings.arrow_read_max_rows)
+            if scanned is not None:
+                return scanned
+        where, alias = _file_filter(plan, identifier)
+        columns = plan.change_read(identifier).columns
+        reads.append(SourceRead(identifier, change, source, columns, where, alias))
     try:
-        whole = plan.keyed or recomputes or _self_joined(plan.analysis.query, identifier)
-        held, relations = _held(plan, identifier, whole, settings.arrow_join_max_rows)
+        whole = plan.keyed or recomputes or len(plan.moved) > 1 or _self_joined(plan)
+        held, relations = _held(plan, whole, settings.arrow_join_max_rows)
         _gate(plan, relations)
     except (EngineRefusedError, NotPortable) as why:
         return str(why)
-    where, alias = _file_filter(plan, identifier)
     return EmbeddedRoute(
-        identifier=identifier,
-        change=change,
-        source=source,
+        reads=tuple(reads),
         held=tuple(held),
         max_rows=max_rows,
-        columns=plan.change_read(identifier).columns,
-        where=where,
-        alias=alias,
         threads=settings.duckdb_threads,
         memory_limit=settings.duckdb_memory_limit,
         time_zone=str(config.spark.conf.get("spark.sql.session.timeZone", "UTC")),
     )
 
 
-def _self_joined(query: exp.Query, changed: Identifier) -> bool:
-    """Whether one SELECT reads `changed` twice (its terms read it at its snapshots)."""
-    for select in query.find_all(exp.Select):
-        own = [t for t in select.find_all(exp.Table) if t.parent_select is select]
-        if sum(source_of(t) == changed for t in own) > 1:
+def _self_joined(plan: IncrementalPlan) -> bool:
+    """Whether one SELECT reads a moved source twice (its terms read it at its snapshots)."""
+    for select in plan.analysis.query.find_all(exp.Select):
+        own = [source_of(t) for t in select.find_all(exp.Table) if t.parent_select is select]
+        if any(own.count(moved) > 1 for moved in plan.moved):
             return True
     return False
 
 
 def _held(
-    plan: IncrementalPlan, changed: Identifier, whole: bool, max_rows: int
+    plan: IncrementalPlan, whole: bool, max_rows: int
 ) -> tuple[list[Held], dict[str, dict[str, SparkType]]]:
-    """The tables to read whole: every unchanged one at its pin, and the changed one at
-    both ends when `whole` (the trees read it: keyed, recomputed groups, a self-join);
-    and every table occurrence's schema by a placeholder name (its alias) for the gate."""
+    """The tables to read whole: every unchanged one at its pin, and the moved ones at
+    both ends when `whole` (the trees read them: keyed, recomputed groups, a self-join,
+    each other's terms when several moved); and every table occurrence's schema by a
+    placeholder name (its alias) for the gate."""
     query = plan.analysis.query
     pins: dict[Identifier, tuple[int | None, ...]] = {}
     for table in query.find_all(exp.Table):
@@ -222,7 +249,7 @@ def _held(
         change = plan.changes.get(identifier)
         if change is None:
             raise EngineRefusedError(f"{identifier}: not a source table")
-        if identifier != changed:
+        if identifier not in plan.moved:
             pins[identifier] = (change.new_snapshot_id,)
         elif whole:
             pins[identifier] = (change.old_snapshot_id, change.new_snapshot_id)
@@ -232,13 +259,13 @@ def _held(
         loaded = plan.base.reads.load_table(identifier)
         schema = read_schema(loaded, plan.changes[identifier])
         schemas[identifier] = schema
-        names = _columns_named(query, identifier, schema, star=identifier == changed)
+        names = _columns_named(query, identifier, schema, star=identifier in plan.moved)
         for snapshot_id in dict.fromkeys(snapshots):
             held.append(_whole(loaded, identifier, snapshot_id, schema, names, max_rows))
     relations: dict[str, dict[str, SparkType]] = {}
     for table in query.find_all(exp.Table):
         identifier = source_of(table)
-        if identifier not in schemas:  # the changed table, read by its changes only
+        if identifier not in schemas:  # a moved table, read by its changes only
             loaded = plan.base.reads.load_table(identifier)
             schemas[identifier] = read_schema(loaded, plan.changes[identifier])
         relations[table.alias_or_name] = _types(schemas[identifier].as_arrow())
