@@ -92,6 +92,17 @@ REAL_TYPES = {
     "sequence": (  # counting down where id % 3 > 1, INT elements
         "SELECT id, q, vendor FROM sales LATERAL VIEW explode(sequence(id % 3, 1)) e AS q"
     ),
+    "cube": (  # grouping sets: groups of every set touched recomputed, GROUPING TINYINT
+        "SELECT CAST(ts AS DATE) AS day, vendor, sum(amount) AS total, count(*) AS n, "
+        "grouping(vendor) AS gv FROM sales GROUP BY CUBE(CAST(ts AS DATE), vendor)"
+    ),
+    "any-value": (  # of what the group decides (no engine defines which row's otherwise)
+        "SELECT vendor, any_value(upper(vendor)) AS label, count(*) AS n FROM sales GROUP BY vendor"
+    ),
+    "posexplode-outer": (  # a row of NULLs for a NULL array (a NULL vendor), positions from 0
+        "SELECT id, p, q, amount FROM sales "
+        "LATERAL VIEW OUTER posexplode(sequence(length(vendor), 4)) e AS p, q"
+    ),
     "filter": (
         "SELECT id, upper(vendor) AS v, amount * 2 AS doubled, substr(vendor, 1, 2) AS code, "
         "concat(vendor, '-', CAST(id AS STRING)) AS label FROM sales "

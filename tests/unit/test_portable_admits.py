@@ -78,3 +78,46 @@ def test_in_filtering_through_and_or_case_and_if_is_admitted(where: str) -> None
 def test_in_subqueries_whose_nulls_show_are_refused(sql: str) -> None:
     with pytest.raises(NotPortable, match="IN \\(SELECT"):
         _duckdb(sql)
+
+
+def test_grouping_sets_render_as_themselves_with_grouping_cast_to_sparks_tinyint() -> None:
+    rendered = _duckdb(
+        "SELECT r, i, grouping(i) AS g, grouping_id() AS gid, count(*) AS c FROM edge "
+        "GROUP BY GROUPING SETS ((r, i), (i), ()), ROLLUP(r)"
+    )
+    assert "GROUP BY GROUPING SETS ((r, i), (i), ()), ROLLUP (r)" in rendered, rendered
+    assert 'CAST(GROUPING(i) AS TINYINT) AS "g"' in rendered
+    assert 'GROUPING_ID() AS "gid"' in rendered
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("SELECT r, grouping(r) AS g FROM edge GROUP BY r", "without grouping sets"),
+        ("SELECT r FROM edge GROUP BY GROUPING SETS (CUBE(r, i))", "nested grouping sets"),
+        ("SELECT r FROM edge GROUP BY r WITH ROLLUP", "WITH ROLLUP"),
+        ("SELECT r, grouping(r, i) AS g FROM edge GROUP BY CUBE(r, i)", "one expression"),
+    ],
+)
+def test_grouping_sets_spark_alone_defines_are_refused(sql: str, why: str) -> None:
+    with pytest.raises(NotPortable, match=why):
+        _duckdb(sql)
+
+
+def test_any_value_keeps_nulls_as_sparks_first() -> None:
+    assert 'FIRST(n) AS "v"' in _duckdb("SELECT r, any_value(n) AS v FROM edge GROUP BY r")
+    with pytest.raises(NotPortable):  # any_value(x, true): IGNORE NULLS
+        _duckdb("SELECT r, any_value(n, true) AS v FROM edge GROUP BY r")
+
+
+def test_outer_and_positional_generators_are_lateral_joins() -> None:
+    rendered = _duckdb(
+        "SELECT r, p, w, z FROM edge LATERAL VIEW OUTER posexplode(sequence(1, i)) e AS p, w "
+        "LATERAL VIEW explode(sequence(1, w)) f AS z"
+    )
+    # both generators joins, in order: the second reads the first's column
+    assert rendered.index("LEFT JOIN LATERAL") < rendered.index("CROSS JOIN LATERAL"), rendered
+    assert 'CAST("__icemv_ordinal" - 1 AS INT) AS "p"' in rendered
+    assert "WITH ORDINALITY" in rendered and rendered.endswith('AS "f"')
+    plain = _duckdb("SELECT r, z FROM edge LATERAL VIEW explode(sequence(1, i)) f AS z")
+    assert "CROSS JOIN UNNEST(" in plain and "LATERAL" not in plain

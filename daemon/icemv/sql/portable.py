@@ -59,8 +59,17 @@ Where the engines differ, and what the gate does about it:
   a relation's; recursive WITH refused.
 - generators: `LATERAL VIEW explode(sequence(a, b))` (counting down when a > b, as Spark's
   does and DuckDB's series does not without a step) and `explode(array(x, ...))` of one
-  type, each as an array of Spark's element type; OUTER, explode_outer and posexplode
-  refused (a row kept for an empty or NULL array).
+  type, each as an array of Spark's element type. OUTER, explode_outer (a row of NULLs
+  for an empty or NULL array, which sqlglot's plain UNNEST drops) and posexplode
+  (positions from 0, DuckDB's ordinality from 1) as lateral joins: `LEFT JOIN LATERAL
+  (SELECT ... FROM UNNEST(...) WITH ORDINALITY) ON TRUE`.
+- grouping sets: GROUPING SETS, ROLLUP and CUBE in the GROUP BY make the same groups in
+  both, keys NULL where rolled up; GROUPING(x) is TINYINT in Spark (cast), GROUPING_ID()
+  the same bits in both (the first grouping expression highest). WITH ROLLUP / WITH CUBE
+  and nested sets refused.
+- ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
+  NULLs). Which row's value neither engine defines; where the group decides it, both
+  give it.
 - set operations other than UNION ALL, complex types, functions not listed here: refused.
 Pure: sqlglot trees and types only (the answers kept per process, see `to_duckdb`).
 """
@@ -87,6 +96,7 @@ from icemv.sql.spark_types import (
     NULL,
     STRING,
     TIMESTAMP,
+    TINYINT,
     SparkType,
     built,
     common,
@@ -362,8 +372,14 @@ class _Gate:
         for join in node.args.get("joins") or []:
             joins.append(self._join(join, scope))
         copy.set("joins", joins or None)
-        laterals = [self._lateral(lateral, scope) for lateral in node.args.get("laterals") or []]
-        copy.set("laterals", laterals or None)
+        laterals = node.args.get("laterals") or []
+        if any(_generator(lateral)[1:] != (False, False) for lateral in laterals):
+            # OUTER or positions: each generator a join, in order (a later one may read an
+            # earlier one's column).
+            joins += [self._lateral_join(lateral, scope) for lateral in laterals]
+            copy.set("joins", joins)
+        else:
+            copy.set("laterals", [self._lateral(lateral, scope) for lateral in laterals] or None)
         expr = _Expressions(scope, self)
         where = node.args.get("where")
         if where is not None:
@@ -373,17 +389,17 @@ class _Gate:
         group = node.args.get("group")
         if group is not None:
             if any(group.args.get(a) for a in ("grouping_sets", "cube", "rollup", "totals")):
-                raise _refuse(group, "grouping sets (Spark only)")
+                raise _refuse(group, "WITH ROLLUP, WITH CUBE or WITH TOTALS (Spark only)")
             keys = []
             for key in group.expressions:
-                text = _text_key(expr, key)
-                if text is not None:
-                    keys.append(text)
+                if isinstance(key, exp.Cube | exp.Rollup | exp.GroupingSets):
+                    expr.grouping_sets = True
+                    keys.append(_rebuilt(key, expressions=[
+                        _grouping_set(expr, e, nested=isinstance(key, exp.GroupingSets))
+                        for e in key.expressions
+                    ]))  # fmt: skip
                     continue
-                rendered, kind = expr.typed(key)
-                if kind.floating or kind.kind == "complex":
-                    raise _refuse(key, "a floating-point or complex GROUP BY key")
-                keys.append(rendered)
+                keys.append(_group_key(expr, key))
             copy.set("group", exp.Group(expressions=keys))
         having = node.args.get("having")
         if having is not None:
@@ -451,15 +467,57 @@ class _Gate:
         return rebuilt
 
     def _lateral(self, lateral: exp.Expr, scope: _Scope) -> exp.Expr:
-        """`LATERAL VIEW explode(sequence(a, b))` or `explode(array(x, ...))`, one column.
-        Not OUTER nor explode_outer or posexplode (a row kept for an empty or NULL array,
-        positions): DuckDB's UNNEST, as sqlglot renders it, drops such rows."""
-        generator = lateral.this if isinstance(lateral, exp.Lateral) else None
-        plain = type(generator) is exp.Explode and not lateral.args.get("outer")
-        values = generator.this if plain and generator is not None else None
+        """`LATERAL VIEW explode(sequence(a, b))` or `explode(array(x, ...))`, one column:
+        DuckDB's UNNEST of the array in Spark's element type."""
+        array, _ = self._exploded(lateral, scope, 1)
+        return _rebuilt(lateral, this=exp.Explode(this=array))
+
+    def _lateral_join(self, lateral: exp.Expr, scope: _Scope) -> exp.Join:
+        """A generator as a lateral join: `posexplode` (positions from 0, INT, as Spark's;
+        DuckDB's ordinality counts from 1) and OUTER, `explode_outer`, `posexplode_outer`
+        (a row of NULLs for an empty or NULL array, as Spark keeps: a LEFT JOIN ON TRUE;
+        sqlglot renders them as a plain UNNEST, which drops that row)."""
+        _, positions, outer = _generator(lateral)
+        array, alias = self._exploded(lateral, scope, 2 if positions else 1)
+        names = [c.name for c in alias.columns]
+        ordinal = "__icemv_ordinal"
+        unnest = exp.Unnest(
+            expressions=[array],
+            alias=exp.TableAlias(
+                this=exp.to_identifier("__icemv_unnest", quoted=True),
+                columns=[exp.to_identifier(names[-1], quoted=True)],
+            ),
+            offset=exp.to_identifier(ordinal, quoted=True) if positions else None,
+        )
+        value = exp.column(names[-1], quoted=True)
+        projections: list[exp.Expr] = [value]
+        if positions:
+            from_zero = exp.Sub(
+                this=exp.column(ordinal, quoted=True), expression=exp.Literal.number(1)
+            )
+            position = exp.alias_(_cast(from_zero, INT), names[0], quoted=True)
+            projections = [position, value]
+        generated = exp.Lateral(
+            this=exp.Subquery(this=exp.select(*projections).from_(unnest)),
+            alias=exp.TableAlias(this=exp.to_identifier(alias.name or "__lateral", quoted=True)),
+        )
+        if outer:
+            return exp.Join(this=generated, side="LEFT", on=exp.true())
+        return exp.Join(this=generated, kind="CROSS")
+
+    def _exploded(
+        self, lateral: exp.Expr, scope: _Scope, columns: int
+    ) -> tuple[exp.Expr, exp.TableAlias]:
+        """The generator's array, in Spark's element type (DuckDB's series are BIGINT: INT
+        would not wrap), and its alias, whose columns join `scope` (a position
+        INT, then the element). Of sequence(a, b) or array(x, ...) only."""
+        generator, _, _ = _generator(lateral)
+        if generator is None:
+            raise _refuse(lateral, "a LATERAL other than explode or posexplode (Spark only)")
         alias = lateral.args.get("alias")
-        if not isinstance(alias, exp.TableAlias) or len(alias.columns) != 1:
-            raise _refuse(lateral, "explode() with other than one column")
+        if not isinstance(alias, exp.TableAlias) or len(alias.columns) != columns:
+            raise _refuse(lateral, f"a generator without its {columns} column name(s)")
+        values = generator.this
         expr = _Expressions(scope, self)
         if isinstance(values, exp.GenerateSeries) and not values.args.get("step"):
             rendered, element = self._sequence(expr, values, lateral)
@@ -467,12 +525,14 @@ class _Gate:
             rendered, element = self._array(expr, values, lateral)
         else:
             raise _refuse(lateral, "a generator other than explode(sequence(...) or array(...))")
-        scope.add(alias.name or "__lateral", {alias.columns[0].name: element})
-        # The array in Spark's element type (DuckDB's series are BIGINT: INT would not wrap).
+        names = [c.name for c in alias.columns]
+        scope.add(
+            alias.name or "__lateral", dict(zip(names, [INT, element][-columns:], strict=True))
+        )
         array = exp.DataType(
             this=exp.DataType.Type.ARRAY, expressions=[duckdb_type(element)], nested=True
         )
-        return _rebuilt(lateral, this=exp.Explode(this=exp.Cast(this=rendered, to=array)))
+        return exp.Cast(this=rendered, to=array), alias
 
     @staticmethod
     def _sequence(
@@ -504,6 +564,27 @@ class _Gate:
         return exp.Array(expressions=parts), element
 
 
+# Spark's generators the gate renders, by sqlglot's key: whether each gives positions and
+# whether it is OUTER (sqlglot's Spark parser makes explode_outer a private class).
+_GENERATORS = {
+    "explode": (False, False),
+    "_explodeouter": (False, True),
+    "explodeouter": (False, True),
+    "posexplode": (True, False),
+    "posexplodeouter": (True, True),
+}
+
+
+def _generator(lateral: exp.Expr) -> tuple[exp.Explode | None, bool, bool]:
+    """A LATERAL VIEW's generator, whether it gives positions and whether it is OUTER;
+    None for any other lateral (refused)."""
+    generator = lateral.this if isinstance(lateral, exp.Lateral) else None
+    if not isinstance(generator, exp.Explode) or generator.key not in _GENERATORS:
+        return None, False, False
+    positions, outer = _GENERATORS[generator.key]
+    return generator, positions, outer or bool(lateral.args.get("outer"))
+
+
 _ELEMENT_KINDS = frozenset({
     "boolean", "tinyint", "smallint", "int", "bigint", "double", "decimal", "string", "date",
     "timestamp",
@@ -519,6 +600,8 @@ class _Expressions:
         # IN subqueries whose truth alone counts (under AND/OR in a WHERE): Spark gives
         # FALSE where SQL (and DuckDB) give NULL (`NULL IN (SELECT ...)` in a projection).
         self.filtering: set[int] = set()
+        # The SELECT groups by GROUPING SETS, ROLLUP or CUBE: GROUPING() means something.
+        self.grouping_sets = False
 
     def boolean(self, node: exp.Expr) -> exp.Expr:
         rendered, kind = self.typed(node)
@@ -1013,6 +1096,31 @@ class _Expressions:
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN
 
+    def any_value(self, node: exp.AnyValue) -> tuple[exp.Expr, SparkType]:
+        """ANY_VALUE(x): some value of the group, NULL included (Spark's First without
+        ignoring NULLs; DuckDB's ANY_VALUE skips NULLs, its FIRST does not). Which value
+        is not defined in either engine: a view is deterministic only where the group
+        decides it, and then both give it."""
+        if any(value for key, value in node.args.items() if key != "this"):
+            raise _refuse(node, "ANY_VALUE with options")
+        inner, kind = self.typed(node.this)
+        if kind.kind == "complex":
+            raise _refuse(node, f"ANY_VALUE of {kind.describe()}")
+        return exp.First(this=inner), kind
+
+    def grouping(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
+        """GROUPING(x) (TINYINT in Spark, BIGINT in DuckDB: cast) and GROUPING_ID() (BIGINT
+        in both; without arguments the bits of every grouping expression, the first the
+        highest, in both: with arguments Spark wants exactly those, in that order)."""
+        if not self.grouping_sets:
+            raise _refuse(node, f"{type(node).__name__} without grouping sets")
+        rendered = [_group_key(self, a) for a in node.expressions]
+        if isinstance(node, exp.Grouping):
+            if len(rendered) != 1:
+                raise _refuse(node, "GROUPING() of other than one expression")
+            return _cast(exp.Grouping(expressions=rendered), TINYINT), TINYINT
+        return exp.GroupingId(expressions=rendered), BIGINT
+
 
 def _windowed_average(window: exp.Window, average: exp.Avg, kind: SparkType) -> exp.Expr:
     """AVG of a DECIMAL over a window as the tree Spark's Average evaluates there, as for
@@ -1026,6 +1134,30 @@ def _windowed_average(window: exp.Window, average: exp.Avg, kind: SparkType) -> 
     count = decimals.cast(over(exp.Count(this=average.this.copy())), decimals.COUNT_DECIMAL)
     divided = exp.Div(this=over(exp.Sum(this=average.this.copy())), expression=count)
     return decimals.cast(divided, decimals.avg_type(kind.decimal()))
+
+
+def _group_key(expr: _Expressions, key: exp.Expr) -> exp.Expr:
+    """One GROUP BY expression: not floating point (but its text) nor complex."""
+    text = _text_key(expr, key)
+    if text is not None:
+        return text
+    rendered, kind = expr.typed(key)
+    if kind.floating or kind.kind == "complex":
+        raise _refuse(key, "a floating-point or complex GROUP BY key")
+    return rendered
+
+
+def _grouping_set(expr: _Expressions, node: exp.Expr, nested: bool) -> exp.Expr:
+    """An element of CUBE / ROLLUP (a key) or of GROUPING SETS (`nested`: a key, or a
+    set of keys: `(a, b)`, `(a)`, `()`). Spark and DuckDB make the same groups, in the
+    same grouping-set order, their keys NULL where rolled up (tests/test_engine_corpus.py)."""
+    if nested and isinstance(node, exp.Tuple):
+        return exp.Tuple(expressions=[_group_key(expr, e) for e in node.expressions])
+    if nested and isinstance(node, exp.Paren):
+        return exp.Paren(this=_group_key(expr, node.this))
+    if isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets | exp.Tuple):
+        raise _refuse(node, "nested grouping sets (Spark only)")
+    return _group_key(expr, node)
 
 
 def _text_key(expr: _Expressions, key: exp.Expr) -> exp.Expr | None:
@@ -1325,4 +1457,7 @@ _HANDLERS: dict[type[exp.Expr], _Handler] = {
     exp.Max: _Expressions.extreme,
     exp.LogicalAnd: _Expressions.logical_aggregate,
     exp.LogicalOr: _Expressions.logical_aggregate,
+    exp.AnyValue: _Expressions.any_value,  # type: ignore[dict-item]
+    exp.Grouping: _Expressions.grouping,
+    exp.GroupingId: _Expressions.grouping,
 }

@@ -83,6 +83,7 @@ def decimal_type(value: decimals.DecimalType) -> SparkType:
 
 
 BOOLEAN = SparkType("boolean")
+TINYINT = SparkType("tinyint")
 INT = SparkType("int")
 BIGINT = SparkType("bigint")
 DOUBLE = SparkType("double")

@@ -353,6 +353,15 @@ class ViewGen:
         aggregates = self._aggregate_items(scope)
         shown = keys if self.chance(0.95) else keys[1:]
         group = f" GROUP BY {', '.join(k for k, _ in keys)}" if keys else ""
+        if keys and self.chance(0.15):  # grouping sets: rolled-up keys NULL, told apart
+            shown = [*keys, ("grouping_id()", "bigint")]
+            listed = ", ".join(k for k, _ in keys)
+            sets = self.pick(("ROLLUP", 2), ("CUBE", 2), ("GROUPING SETS", 1))
+            if sets == "GROUPING SETS":
+                listed = f"({listed}), ({keys[-1][0]}), ()"
+            group = f" GROUP BY {sets}({listed})"
+        elif keys and self.chance(0.1):  # ANY_VALUE of what the group decides
+            aggregates.append((f"any_value({keys[0][0]})", keys[0][1]))
         having = ""
         if keys and self.chance(0.15):
             having = f" HAVING count(*) > {self.rng.randint(0, 2)}"
