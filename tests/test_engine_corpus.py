@@ -185,6 +185,11 @@ QUERIES = [
         "GROUP BY GROUPING SETS ((s), (f)), CUBE(f)",
         "SELECT f AS k, count(*) AS a, grouping_id() AS c FROM edge "
         "GROUP BY GROUPING SETS ((f), (f), ())",
+        # no rows: no groups in Spark, not even the empty set's (DuckDB's without HAVING)
+        "SELECT f AS k, count(*) AS a, sum(m) AS c, grouping_id() AS d FROM edge WHERE r < 0 "
+        "GROUP BY CUBE(f)",
+        "SELECT s AS k, count(*) AS a FROM edge WHERE r < 0 GROUP BY ROLLUP(s) "
+        "HAVING count(*) < 5 OR max(r) > 100",
         "SELECT g.k AS k, g.a AS a, g.e AS e FROM (SELECT f AS k, sum(i) AS a, grouping_id() "
         "AS e FROM edge GROUP BY ROLLUP(f)) g WHERE g.e = 0",
     ]),

@@ -64,9 +64,11 @@ Where the engines differ, and what the gate does about it:
   (positions from 0, DuckDB's ordinality from 1) as lateral joins: `LEFT JOIN LATERAL
   (SELECT ... FROM UNNEST(...) WITH ORDINALITY) ON TRUE`.
 - grouping sets: GROUPING SETS, ROLLUP and CUBE in the GROUP BY make the same groups in
-  both, keys NULL where rolled up; GROUPING(x) is TINYINT in Spark (cast), GROUPING_ID()
-  the same bits in both (the first grouping expression highest). WITH ROLLUP / WITH CUBE
-  and nested sets refused.
+  both, keys NULL where rolled up, except over no rows: DuckDB then makes the empty set's
+  row (as SQL says), Spark none, so the gate adds `HAVING COUNT(*) > 0` (every other group
+  has a row). GROUPING(x) is TINYINT in Spark (cast), GROUPING_ID() the same bits in both
+  (the first grouping expression highest). WITH ROLLUP / WITH CUBE and nested sets
+  refused.
 - ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
   NULLs). Which row's value neither engine defines; where the group decides it, both
   give it.
@@ -404,6 +406,13 @@ class _Gate:
         having = node.args.get("having")
         if having is not None:
             copy.set("having", exp.Having(this=expr.boolean(having.this)))
+        if expr.grouping_sets:
+            # Over no rows DuckDB still makes the empty grouping set's row (as SQL says),
+            # Spark makes none: every other group has a row.
+            some = exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0))
+            kept = copy.args.get("having")
+            condition = some if kept is None else exp.and_(exp.Paren(this=kept.this), some)
+            copy.set("having", exp.Having(this=condition))
         projections: list[exp.Expr] = []
         columns: list[tuple[str, SparkType]] = []
         for projection in node.expressions:
