@@ -80,8 +80,8 @@ def test_a_fleet_refreshed_by_worker_processes_matches_its_sql(
     lakehouse: Lakehouse, namespace: str, test_config: Config
 ) -> None:
     """The same rounds with `refresh.processes: 2`: the embedded engine's refreshes run in
-    worker processes, what needs Spark (the first refreshes, the join once its dimension
-    moved) is handed back to the daemon's process. On REST (the worker opens its own REST
+    worker processes, what needs Spark (the first refreshes, which are full) is handed back
+    to the daemon's process. On REST (the worker opens its own REST
     client); the test above covers JDBC."""
     results = fleet_rounds(lakehouse, namespace, test_config, processes=2)
     in_workers = [r for r in results if r.worker_pid is not None]
