@@ -93,3 +93,41 @@ def test_touched_groups_are_the_views_grouping_sets_over_the_touched_keys() -> N
 )
 def test_what_stays_full(sql: str) -> None:
     assert isinstance(analyse(SOURCES, sql, ("nyc",)), NotMaintainable)
+
+
+@pytest.mark.parametrize(
+    ("group_by", "repeated"),
+    [
+        ("GROUPING SETS ((vendor), (vendor), ())", "vendor"),
+        ("vendor, ROLLUP(vendor)", "vendor"),
+        ("CUBE(vendor, vendor)", "vendor"),
+        ("ROLLUP(day), ROLLUP(day)", "day"),
+        ("GROUPING SETS ((day), (vendor)), CUBE(vendor)", "vendor"),
+        ("vendor, day GROUPING SETS ((vendor, day), (day, vendor))", "day, vendor"),
+    ],
+)
+def test_a_grouping_set_made_twice_is_not_maintained(group_by: str, repeated: str) -> None:
+    """Spark makes such a set's groups twice, with one grouping id: two identical storage
+    rows a merge keyed by the groups cannot tell apart (the query generator found one
+    refreshed into six copies)."""
+    analysis = analyse(
+        SOURCES, f"SELECT vendor, day, count(*) AS n FROM trips GROUP BY {group_by}", ("nyc",)
+    )
+    assert isinstance(analysis, NotMaintainable), analysis
+    assert analysis.reasons == ("grouping-sets",)
+    made = ", ".join(f"`trips`.`{c}`" for c in repeated.split(", "))
+    assert f"a grouping set made twice: ({made})" in analysis.details[0]
+
+
+@pytest.mark.parametrize(
+    "group_by",
+    [
+        "CUBE(vendor, day, id)",
+        "vendor, day, id WITH CUBE",
+        "CUBE((vendor, day), id)",
+        "ROLLUP(vendor, day), id",
+    ],
+)
+def test_sets_made_once_are_maintained(group_by: str) -> None:
+    sql = f"SELECT vendor, day, id, count(*) AS n FROM trips GROUP BY {group_by}"
+    assert _analysis(sql).grouping_sets

@@ -284,7 +284,12 @@ def _analysed(
     reasons, details = unsupported_constructs(query, _SUPPORTED_AGGREGATES)
     if "grouping-sets" in reasons and _top_grouping_sets_only(query):
         at = reasons.index("grouping-sets")  # the view's own GROUP BY: a union of groupings
-        del reasons[at], details[at]
+        assert isinstance(query, exp.Select)
+        repeated = repeated_grouping_set(query.args["group"])
+        if repeated is None:
+            del reasons[at], details[at]
+        else:  # two identical groups of one grouping: the storage cannot tell them apart
+            details[at] = f"a grouping set made twice: ({repeated})"
     keyed: KeyClass | None = None
     recompute_on: frozenset[Identifier] = frozenset()
     if reasons and set(reasons) <= _KEYED:
@@ -343,6 +348,51 @@ def grouping_expressions(group: exp.Group | None) -> tuple[list[exp.Expr], bool]
         elif not any(expression == seen for seen in found):
             found.append(expression)
     return found, sets
+
+
+def repeated_grouping_set(group: exp.Group) -> str | None:
+    """A grouping set the GROUP BY makes more than once (`GROUPING SETS ((a), (a))`,
+    `a, ROLLUP(a)`, `CUBE(a, a)`: Spark makes its groups twice, with the same grouping id),
+    as SQL; None if each is made once."""
+
+    def unit(node: exp.Expr) -> frozenset[str]:
+        if isinstance(node, exp.Tuple):
+            return frozenset(e.sql("spark") for e in node.expressions)
+        if isinstance(node, exp.Paren):
+            return unit(node.this)
+        return frozenset({node.sql("spark")})
+
+    def options(node: exp.Expr, listed: list[exp.Expr]) -> list[frozenset[str]]:
+        items = [unit(e) for e in (node.expressions or listed)]
+        if isinstance(node, exp.Cube):
+            return [
+                frozenset().union(*(items[i] for i in range(len(items)) if mask >> i & 1))
+                for mask in range(2 ** len(items))
+            ]
+        if isinstance(node, exp.Rollup):
+            return [frozenset().union(*items[:n]) for n in range(len(items) + 1)]
+        return items  # GROUPING SETS: each element one set
+
+    plain = list(group.expressions)
+    sets: list[frozenset[str]] = [frozenset()]
+    suffix = [n for a in ("grouping_sets", "cube", "rollup") for n in group.args.get(a) or []]
+    if suffix:  # `GROUP BY a, b WITH ROLLUP` / `... GROUPING SETS (...)`: over the list
+        for node in suffix:
+            sets = [s | o for s in sets for o in options(node, plain)]
+    else:
+        for node in plain:
+            found = (
+                options(node, [])
+                if isinstance(node, exp.Cube | exp.Rollup | exp.GroupingSets)
+                else [unit(node)]
+            )
+            sets = [s | o for s in sets for o in found]
+    seen: set[frozenset[str]] = set()
+    for made in sets:
+        if made in seen:
+            return ", ".join(sorted(made))
+        seen.add(made)
+    return None
 
 
 def _resolve_table(resolver: SourceResolver, identifier: Identifier) -> TableInfo | None:
