@@ -117,11 +117,12 @@ def test_keyed_queries(sql: str, key: str) -> None:
         ),
         (
             "SELECT t.id, z.zone FROM trips t LEFT JOIN zones z ON t.id = z.id "
-            "LEFT JOIN zones y ON t.vendor = y.vendor",
+            "LEFT JOIN zones y ON t.vendor > y.vendor",
             "an outer join not on the key",
         ),
         (
-            "SELECT id, (SELECT avg(fare) FROM zones) AS a FROM trips",
+            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r, "
+            "(SELECT avg(fare) FROM zones) AS a FROM trips",
             "correlated on other columns than the key",
         ),
         (
@@ -174,6 +175,18 @@ def test_keyed_queries(sql: str, key: str) -> None:
             "WHERE (id IN (SELECT id FROM zones)) IS NOT TRUE",
             "null-aware",
         ),
+        # Tables read whole: not on the preserved side of an outer join (padded once per
+        # key), and only where an equality reaches them.
+        (
+            "SELECT t.id, count(*) OVER (PARTITION BY z.zone) AS n FROM trips t "
+            "LEFT JOIN zones z ON t.vendor = z.vendor",
+            "a window not partitioned by the key",
+        ),
+        (
+            "SELECT t.id, count(*) OVER (PARTITION BY z.zone) AS n FROM trips t "
+            "JOIN zones z ON t.fare > z.id",
+            "a join not on the key",
+        ),
     ],
 )
 def test_queries_without_a_key_stay_full(sql: str, why: str) -> None:
@@ -200,3 +213,51 @@ def test_changes_to_a_linear_side_need_no_keys(sql: str, nonlinear: set[str]) ->
     analysis = analyse(SOURCES, sql, ("nyc",))
     assert not isinstance(analysis, NotMaintainable) and analysis.keyed is not None
     assert {source.name for source in analysis.keyed.nonlinear} == nonlinear
+
+
+@pytest.mark.parametrize(
+    ("sql", "keyed", "whole"),
+    [
+        # A LEFT JOIN chain on different keys: the dimension of the dimension read whole.
+        (
+            "SELECT t.id, z.zone, y.zone AS vzone FROM trips t LEFT JOIN zones z "
+            "ON t.id = z.id LEFT JOIN zones y ON t.vendor = y.vendor",
+            "t.id = z.id",
+            "y (via y.vendor = t.vendor)",
+        ),
+        (
+            "SELECT z.zone, count(*) AS n, sum(t.fare) AS s FROM trips t LEFT JOIN zones z "
+            "ON t.vendor = z.vendor GROUP BY z.zone",
+            "t.vendor = z.vendor",
+            "",
+        ),
+        # A window partitioned by a joined table's column: that table keyed by it, the
+        # other reached through the join.
+        (
+            "SELECT t.id, z.zone, row_number() OVER (PARTITION BY z.zone ORDER BY t.fare, "
+            "t.id) AS rn FROM trips t JOIN zones z ON t.vendor = z.vendor",
+            "z.zone",
+            "t (via t.vendor = z.vendor)",
+        ),
+        # The table left-joined to a FULL JOIN's side: present only where that side is.
+        (
+            "SELECT t.id, z.zone, y.zone AS vzone FROM trips t FULL JOIN zones z "
+            "ON t.id = z.id LEFT JOIN zones y ON t.vendor = y.vendor",
+            "t.id = z.id",
+            "y (via y.vendor = t.vendor)",
+        ),
+        # Two hops: y reached through z, whose key is the class's.
+        (
+            "SELECT t.id, y.zone FROM trips t LEFT JOIN zones z ON t.id = z.id "
+            "LEFT JOIN zones y ON z.vendor = y.id",
+            "t.id = z.id",
+            "y (via y.id = z.vendor)",
+        ),
+    ],
+)
+def test_keyed_queries_with_tables_read_whole(sql: str, keyed: str, whole: str) -> None:
+    analysis = analyse(SOURCES, sql, ("nyc",))
+    assert not isinstance(analysis, NotMaintainable), analysis.details
+    assert analysis.keyed is not None
+    assert sorted(set(analysis.keyed.columns)) == sorted(keyed.split(" = "))
+    assert ", ".join(analysis.keyed.whole) == whole

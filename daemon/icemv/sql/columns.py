@@ -15,7 +15,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from icemv.identifiers import Identifier
 from icemv.sql.constructs import NON_DETERMINISTIC
-from icemv.sql.keys import KEY_META
+from icemv.sql.keys import KEY_META, REACH_META
 
 
 def source_of(table: exp.Table) -> Identifier:
@@ -150,9 +150,10 @@ def change_read(
     if keyed:
         for table in _occurrences(query, source):
             key = table.meta.get(KEY_META)
-            if key is None:
+            if key is None and REACH_META not in table.meta:
                 return ALL
-            used = used | {str(key)}
+            if key is not None:  # a whole table's reach column is one the query uses
+                used = used | {str(key)}
     if not used <= set(table_columns):
         return ALL  # names we cannot match to the table's: read all
     columns = tuple(c for c in table_columns if c in used)

@@ -8,7 +8,9 @@ it came from (+1 insert, -1 delete). UNION ALL is the sum of its branches' delta
 the derived table a set operation's GROUP BY reads (sql/setops.py).
 
 A keyed query (sql/keys.py: windows, outer and semi joins, derived tables) has instead
-    dV = Q(sources|K at new) - Q(sources|K at old),  K = the keys its changes touch.
+    dV = Q(sources|K at new) - Q(sources|K at old),  K = the keys its changes touch,
+a table the key class reads whole taking part unrestricted at each snapshot, and its
+changes reaching K along the equalities of its reach (sql/key_check.py says why exact).
 K is evaluated once by the refresh (`touched_keys_query`, then `TouchedKeys`): each
 restricted read `source|K` is an exact null-safe semi join with K, plus literal bounds of
 K's values (a range, and an IN list when K is small) that Iceberg prunes files and row
@@ -25,7 +27,8 @@ from sqlglot import exp
 from icemv.errors import EngineRefusedError
 from icemv.identifiers import Identifier
 from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis, RowsAnalysis, selects_of
-from icemv.sql.keys import KEY_META
+from icemv.sql.key_check import Reach
+from icemv.sql.keys import KEY_META, REACH_META
 from icemv.sql.names import ANY, KEY, KEYS, WEIGHT, argument_column, key_column
 from icemv.sql.pinning import pin_tables, table_at
 from icemv.sql.setops import union_source
@@ -159,22 +162,55 @@ def needs_keyed_delta(analysis: MaintainableAnalysis, inputs: DeltaInputs) -> bo
 def touched_keys_query(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
     """K: the key values of the changed sources' delta rows (duplicates kept).
 
-    Every table occurrence carries its key column in `meta[KEY_META]` (sql/keys.py).
+    Every keyed table occurrence carries its key column in `meta[KEY_META]` (sql/keys.py);
+    a changed occurrence read whole gives the keys of the rows its change rows reach.
     """
-    tables = list(query.find_all(exp.Table))
-    touched = [
-        exp.select(exp.alias_(exp.column(t.meta[KEY_META], quoted=True), KEY, quoted=True)).from_(
-            exp.Table(this=exp.to_identifier(inputs.delta_views[_identifier(t)], quoted=True))
-        )
-        for t in tables
-        if _identifier(t) in inputs.delta_views
-    ]
+    touched: list[exp.Select] = []
+    for table in query.find_all(exp.Table):
+        source = _identifier(table)
+        if source not in inputs.delta_views:
+            continue
+        changes = exp.Table(this=exp.to_identifier(inputs.delta_views[source], quoted=True))
+        key = table.meta.get(KEY_META)
+        if key is not None:
+            column = exp.column(key, quoted=True)
+            touched.append(exp.select(exp.alias_(column, KEY, quoted=True)).from_(changes))
+        else:
+            touched.append(_reached_keys(table, changes, inputs))
     if not touched:
         return None
     keys: exp.Query = touched[0]
     for more in touched[1:]:
         keys = exp.union(keys, more, distinct=False)
     return keys
+
+
+def _reached_keys(table: exp.Table, changes: exp.Table, inputs: DeltaInputs) -> exp.Select:
+    """The keys the change rows of a table read whole reach: its rows joined along its
+    reach (sql/key_check.py) to a keyed occurrence, every table on the way at the new
+    snapshot, null-safely (a superset of the `=` matches)."""
+    select = table.parent_select
+    assert select is not None
+    by_alias = {t.alias_or_name: t for t in select.find_all(exp.Table) if t.parent_select is select}
+    here = "__icemv_r0"
+    keys = exp.select().from_(changes.as_(here, quoted=True))
+    step, hop = table, 0
+    while step.meta.get(KEY_META) is None:
+        reach: Reach = step.meta[REACH_META]
+        parent = by_alias[reach.parent]
+        hop += 1
+        there = f"__icemv_r{hop}"
+        on = exp.NullSafeEQ(
+            this=exp.column(reach.column, table=here, quoted=True),
+            expression=exp.column(reach.parent_column, table=there, quoted=True),
+        )
+        source = _identifier(parent)
+        keys = keys.join(
+            exp.Join(this=inputs.table(source, inputs.new[source], there), on=on), copy=False
+        )
+        step, here = parent, there
+    column = exp.column(step.meta[KEY_META], table=here, quoted=True)
+    return keys.select(exp.alias_(column, KEY, quoted=True), copy=False)
 
 
 def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:
@@ -214,8 +250,8 @@ def _restricted(
     correlated subquery over a semi join: `key not found`)."""
     restricted = query.copy()
     for table in list(restricted.find_all(exp.Table)):
-        source, alias, key = _identifier(table), table.alias_or_name, table.meta[KEY_META]
-        if _in_subquery_expression(table):
+        source, alias, key = _identifier(table), table.alias_or_name, table.meta.get(KEY_META)
+        if key is None or _in_subquery_expression(table):
             table.replace(inputs.table(source, pins[source], alias))
             continue
         column = exp.column(key, table=alias, quoted=True)

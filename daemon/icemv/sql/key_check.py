@@ -41,6 +41,33 @@ E is, as follows; anything else is refused with the reason:
   x in the outer E and y in the subquery's output E.
 - the projection: E(output) = the output columns that project a member of E.
 
+Tables read whole. A table occurrence may have no key column at all (a dimension joined on
+another column than the key, the table whose column a window partitions by being keyed
+instead): it is then read whole at both snapshots, and the query still decomposes,
+
+    Q(r1 .. rn) = the disjoint union over k of Q(keyed r|k, whole r),
+
+when every join that reads a whole table is linear in the keyed side: `A JOIN W` and
+`W JOIN A` (inner: the union over k of A|k JOIN W is A JOIN W), `A LEFT JOIN W` and
+`W RIGHT JOIN A` (an outer join is linear in its preserved side), `A SEMI/ANTI JOIN W`. A
+whole table on the preserved side of an outer join whose other side is keyed would be
+padded once per key, and is refused, as is a SELECT that reads no keyed table. A whole
+relation adds nothing to E (an inner join's `a = w.x` with a in E still puts w.x in E).
+
+Which keys a change to a whole table W touches: a row of W can change a row of Q(..|k)
+only as part of it (matched) or by matching it no longer (padded, or dropped by an inner
+join); either way the rows of that view row satisfy the SELECT's equalities. So each whole
+table needs a *reach*: an equality `w.x = p.y` to a table p of the same SELECT that holds
+on every row where W's row is present (an inner join's ON or a WHERE conjunct, both ways;
+an outer join's ON from the preserved side to the padded one), p keyed or itself reached,
+ending at a keyed table a. The keys a change ΔW touches are then a's key over the rows of
+ΔW joined along that path with every table at the new snapshot (sql/delta.py): for a view
+row affected through W's row w, take the path w, p, .., a in it; if every row past w is
+unchanged it is there at the new snapshot and the join finds k; else the changed row
+nearest to a is in the change of its own table, whose path (or key) finds k. NULLs never
+satisfy `=`, so the path joins null-safely only where the SELECT does (a superset either
+way is fine: a key touched for nothing recomputes to the same rows).
+
 The root SELECT needs only to decompose; an aggregate at the root merges the delta of its
 input rows (sql/delta.py, `pre_aggregation_delta`). Pure: no I/O.
 """
@@ -48,6 +75,7 @@ input rows (sql/delta.py, `pre_aggregation_delta`). Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, build_scope
@@ -59,13 +87,25 @@ class NoKey(Exception):
     """Why the query does not decompose by the chosen key (a detail for `mv explain`)."""
 
 
-def check_keys(query: exp.Select, assignment: Mapping[int, str]) -> None:
+@dataclass(frozen=True)
+class Reach:
+    """How a change to a whole table reaches the key: `column` of it equals `parent_column`
+    of the occurrence aliased `parent` in the same SELECT (keyed, or reached in turn)."""
+
+    column: str
+    parent: str
+    parent_column: str
+
+
+def check_keys(query: exp.Select, assignment: Mapping[int, str]) -> dict[int, Reach]:
     """Raise `NoKey` unless `query` decomposes with each table occurrence (by `id`) keyed
-    by the column `assignment` gives it."""
+    by the column `assignment` gives it, the others read whole; the reach of each of those."""
     root = build_scope(query)
     if root is None:
         raise NoKey("the query has no scope")
-    _Check(assignment).relation(root, outer={}, is_root=True)
+    check = _Check(assignment)
+    check.relation(root, outer={}, is_root=True)
+    return check.reach
 
 
 def _canon(node: exp.Expr) -> str:
@@ -101,6 +141,24 @@ def _equalities(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str]]:
     ]
 
 
+def _column_pairs(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str, str, str]]:
+    """`a.x = b.y` / `a.x <=> b.y` conjuncts between two aliases' plain columns, as
+    (a, x, b, y)."""
+    pairs = []
+    for c in conjuncts:
+        if isinstance(c, exp.EQ | exp.NullSafeEQ):
+            left, right = c.this, c.expression
+            if (
+                isinstance(left, exp.Column)
+                and isinstance(right, exp.Column)
+                and left.table
+                and right.table
+                and left.table != right.table
+            ):
+                pairs.append((left.table, left.name, right.table, right.name))
+    return pairs
+
+
 def _links(left: set[str], right: set[str], equalities: Iterable[tuple[str, str]]) -> bool:
     return any((a in left and b in right) or (b in left and a in right) for a, b in equalities)
 
@@ -134,6 +192,7 @@ def _text(node: exp.Expr) -> str:
 class _Check:
     def __init__(self, assignment: Mapping[int, str]) -> None:
         self.assignment = assignment
+        self.reach: dict[int, Reach] = {}
 
     def relation(
         self, scope: Scope, outer: Mapping[str, set[str]], is_root: bool = False
@@ -174,10 +233,14 @@ class _Check:
             if c.find(exp.Query) is None and _aliases(c) <= local and not _aliases(c) & padded
         ]
         members = self._source(scope, from_.this)
-        joined = {from_.this.alias_or_name}
+        first = from_.this.alias_or_name
+        joined = {first}
+        whole = {first} if self._whole(scope, from_.this) else set()
+        edges: list[tuple[str, str, str, str]] = []  # (from alias, column, to alias, column)
         for join in joins:
             alias = join.this.alias_or_name
             right = self._source(scope, join.this)
+            right_whole, left_whole = self._whole(scope, join.this), joined <= whole
             # WHERE conjuncts on the rows joined so far hold before this join already.
             here = [c for c in usable if _aliases(c) <= joined]
             members = _closure(members, _equalities(here))
@@ -186,18 +249,29 @@ class _Check:
             if join.args.get("using"):
                 raise NoKey(f"a join with USING: {_text(join)}")
             linked = _links(members, right, _equalities(on))
-            if kind in ("SEMI", "ANTI"):
-                if not linked:
-                    raise NoKey(f"a semi or anti join not on the key: {_text(join)}")
-            elif side == "LEFT":
-                if not linked:
-                    raise NoKey(f"an outer join not on the key: {_text(join)}")
+            pairs = _column_pairs(on)
+            if kind in ("SEMI", "ANTI") or side == "LEFT":
+                edges += [e for e in pairs if e[0] in joined and e[2] == alias]
+                edges += [(c, d, a, b) for a, b, c, d in pairs if c in joined and a == alias]
+                if right_whole:
+                    pass  # linear in the left side: the whole table's rows only match
+                elif left_whole:
+                    raise NoKey(f"a table read whole on the preserved side: {_text(join)}")
+                elif not linked:
+                    what = "a semi or anti join" if kind in ("SEMI", "ANTI") else "an outer join"
+                    raise NoKey(f"{what} not on the key: {_text(join)}")
             elif side == "RIGHT":
-                if not linked:
+                edges += [e for e in pairs if e[0] == alias and e[2] in joined]
+                edges += [(c, d, a, b) for a, b, c, d in pairs if c == alias and a in joined]
+                if right_whole and not left_whole:
+                    raise NoKey(f"a table read whole on the preserved side: {_text(join)}")
+                if not (left_whole or linked):
                     raise NoKey(f"an outer join not on the key: {_text(join)}")
                 members = right
             elif side == "FULL":
-                if not linked:
+                if left_whole != right_whole:
+                    raise NoKey(f"a full outer join of a table read whole: {_text(join)}")
+                if not (left_whole or linked):
                     raise NoKey(f"an outer join not on the key: {_text(join)}")
                 members = {
                     _canon(exp.Coalesce(this=exp.maybe_parse(a), expressions=[exp.maybe_parse(b)]))
@@ -205,13 +279,54 @@ class _Check:
                                  *((r, m) for m in members for r in right)]
                 }  # fmt: skip
             else:
+                edges += pairs + [(c, d, a, b) for a, b, c, d in pairs]
                 here = [c for c in usable if _aliases(c) <= joined | {alias}]
-                if not (linked or _links(members, right, _equalities(here))):
+                keyed_both = not (right_whole or left_whole)
+                if keyed_both and not (linked or _links(members, right, _equalities(here))):
                     raise NoKey(f"a join not on the key: {_text(join)}")
                 members = _closure(members | right, _equalities(on))
             joined.add(alias)
+            if right_whole:
+                whole.add(alias)
+        if whole:
+            if joined <= whole:
+                raise NoKey(f"a SELECT that reads no keyed table: {_text(select)}")
+            pairs = _column_pairs(where_conjuncts)
+            edges += pairs + [(c, d, a, b) for a, b, c, d in pairs]
+            self._reach(scope, joined - whole, whole, edges)
         own = [c for c in where_conjuncts if _aliases(c) <= local]
         return _closure(members, _equalities(own))
+
+    def _whole(self, scope: Scope, node: exp.Expr) -> bool:
+        """Whether `node` is a table occurrence without a key column: read whole."""
+        source = scope.sources.get(node.alias_or_name)
+        return isinstance(source, exp.Table) and id(source) not in self.assignment
+
+    def _reach(
+        self,
+        scope: Scope,
+        keyed: set[str],
+        whole: set[str],
+        edges: list[tuple[str, str, str, str]],
+    ) -> None:
+        """A reach for every whole table of this SELECT, nearest the keyed tables first;
+        raise `NoKey` for one that no equality reaches. Only tables anchor a path (a
+        derived relation has no key column of its own to read)."""
+        anchors = {alias for alias in keyed if isinstance(scope.sources.get(alias), exp.Table)}
+        reached = set(anchors)
+        frontier = sorted(anchors)
+        while frontier:
+            parent = frontier.pop(0)
+            for source, column, target, target_column in edges:
+                if source == parent and target in whole and target not in reached:
+                    table = scope.sources[target]
+                    assert isinstance(table, exp.Table)
+                    self.reach[id(table)] = Reach(target_column, parent, column)
+                    reached.add(target)
+                    frontier.append(target)
+        missing = sorted(whole - reached)
+        if missing:
+            raise NoKey(f"a table read whole that no equality links to a keyed one: {missing[0]}")
 
     def _padded(self, first: exp.Expr, joins: list[exp.Join]) -> set[str]:
         """Aliases an outer join of this SELECT may pad with NULLs."""
@@ -231,9 +346,7 @@ class _Check:
         source = scope.sources.get(alias)
         if isinstance(node, exp.Table) and isinstance(source, exp.Table):
             key = self.assignment.get(id(source))
-            if key is None:
-                raise NoKey(f"{alias} has no key column")
-            return {_column(alias, key)}
+            return set() if key is None else {_column(alias, key)}
         if isinstance(source, Scope):
             return {_column(alias, name) for name in self.relation(source, outer={})}
         raise NoKey(f"a source that is neither a table nor a query: {_text(node)}")

@@ -14,8 +14,12 @@ its input rows.
 
 The search proposes key columns from the columns the query equates anywhere (joins,
 correlations, `IN`, derived tables' outputs), and keeps the first choice the check proves;
-a proposal is only a guess, the proof is sql/key_check.py. `key_class` tags each table
-occurrence with its key column in the occurrence's `meta` (copies of the tree keep it).
+a proposal is only a guess, the proof is sql/key_check.py. Choices that key every table
+occurrence come first; then choices that key only some of them, the others read whole
+(a dimension joined on another column, a window partitioned by a joined table's column:
+sql/key_check.py says when that decomposes, and how a change to a whole table reaches
+the key). `key_class` tags each keyed occurrence with its key column in its `meta`, and
+each whole one with its reach (copies of the tree keep both).
 Pure: no I/O.
 """
 
@@ -29,9 +33,10 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from icemv.identifiers import Identifier
-from icemv.sql.key_check import NoKey, check_keys
+from icemv.sql.key_check import NoKey, Reach, check_keys
 
 KEY_META = "icemv_key"
+REACH_META = "icemv_reach"  # a whole table's `Reach` (sql/key_check.py)
 
 Node = tuple[int, str]  # (id of a table occurrence or a derived SELECT, column name)
 
@@ -40,15 +45,20 @@ Node = tuple[int, str]  # (id of a table occurrence or a derived SELECT, column 
 class KeyClass:
     """The key each table occurrence is restricted by, for `icemv mv explain`."""
 
-    columns: tuple[str, ...]  # "alias.column", one per table occurrence
+    columns: tuple[str, ...]  # "alias.column", one per keyed table occurrence
     # Sources with an occurrence the query is not linear in (a window's input, the NULL-
     # padded side of an outer join, a subquery's table). Changes to the others alone have
     # the usual delta terms: `fact LEFT JOIN dim` when only `fact` moved is `dfact LEFT
     # JOIN dim`.
     nonlinear: frozenset[Identifier]
+    # "alias (via alias.column = parent.column)", one per occurrence read whole.
+    whole: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        return " = ".join(dict.fromkeys(self.columns))
+        keyed = " = ".join(dict.fromkeys(self.columns))
+        if not self.whole:
+            return keyed
+        return f"{keyed}; read whole: {', '.join(self.whole)}"
 
     def needs_keys(self, moved: Iterable[Identifier]) -> bool:
         """Whether the delta for these moved sources must go through the affected keys."""
@@ -87,6 +97,8 @@ def key_class(query: exp.Query) -> KeyClass | str:
 
 # Choices of key columns tried per class of equated columns, at most.
 _MAX_CHOICES = 256
+# Choices that key only some table occurrences, tried at most (over every class).
+_MAX_PARTIAL = 64
 
 
 class _KeySearch:
@@ -100,15 +112,17 @@ class _KeySearch:
             self._scope(scope)
         if not self.tables:
             raise NoKey("the query reads no table")
-        first_reason: NoKey | None = None
+        full: list[NoKey] = []  # a refusal names the first choice that keys every table
+        partial: list[NoKey] = []
         for choice in self._choices():
             try:
-                check_keys(self.query, choice)
+                reach = check_keys(self.query, choice)
             except NoKey as why:
-                first_reason = first_reason or why
+                (full if len(choice) == len(self.tables) else partial).append(why)
                 continue
-            return self._tag(choice)
-        raise first_reason or NoKey("no key column that every table, join and window shares")
+            return self._tag(choice, reach)
+        default = NoKey("no key column that every table, join and window shares")
+        raise (full or partial or [default])[0]
 
     def _choices(self) -> Iterator[dict[int, str]]:
         """Per class of equated columns, every way to pick one member per table occurrence;
@@ -134,19 +148,39 @@ class _KeySearch:
             if node[0] in self.tables:
                 fallback.setdefault(node[0], node[1])
         yield fallback
+        partial = sorted(
+            (p for p in members.values() if set(p) != set(self.tables)), key=len, reverse=True
+        )
+        ids_of = [list(p) for p in partial]
+        products = (
+            dict(zip(ids, picked, strict=True))
+            for ids, per_table in zip(ids_of, partial, strict=True)
+            for picked in itertools.product(*(per_table[i] for i in ids))
+        )
+        yield from itertools.islice(products, _MAX_PARTIAL)
 
-    def _tag(self, chosen: dict[int, str]) -> KeyClass:
-        columns = []
+    def _tag(self, chosen: dict[int, str], reach: dict[int, Reach]) -> KeyClass:
+        columns, whole = [], []
         for table_id, table in self.tables.items():
-            table.meta[KEY_META] = chosen[table_id]
-            columns.append(f"{table.alias_or_name}.{chosen[table_id]}")
+            table.meta.pop(KEY_META, None)
+            table.meta.pop(REACH_META, None)
+            if table_id in chosen:
+                table.meta[KEY_META] = chosen[table_id]
+                columns.append(f"{table.alias_or_name}.{chosen[table_id]}")
+            else:
+                path = reach[table_id]
+                table.meta[REACH_META] = path
+                whole.append(
+                    f"{table.alias_or_name} (via {table.alias_or_name}.{path.column} = "
+                    f"{path.parent}.{path.parent_column})"
+                )
         linear = self._linear()
         nonlinear = frozenset(
             Identifier((table.db,), table.name)
             for table_id, table in self.tables.items()
             if table_id not in linear
         )
-        return KeyClass(tuple(columns), nonlinear)
+        return KeyClass(tuple(columns), nonlinear, tuple(whole))
 
     def _linear(self) -> set[int]:
         """Table occurrences of the top SELECT itself that no outer join pads with NULLs,

@@ -133,6 +133,7 @@ def _occurrences(query: exp.Query) -> set[tuple[Identifier, str]]:
     return {
         (Identifier((table.db,), table.name), str(table.meta[KEY_META]))
         for table in query.find_all(exp.Table)
+        if KEY_META in table.meta  # a table read whole is not restricted
     }
 
 
