@@ -10,6 +10,7 @@ from sqlglot import exp
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.layout import StorageLayout
 from icemv.mv.model import REFRESH_POLICY_PROPERTY, MaterializedView
+from icemv.mv.operators import operator_rules
 from icemv.mv.report import quarantined_rule
 from icemv.sql.analysis import (
     IvmAnalysis,
@@ -51,6 +52,7 @@ def explain_analysis(
     rules = construct_rules(analysis)
     if rules:
         report["rules"] = rules
+    report["operators"] = operator_rules(analysis)
     if analysis.keyed is not None:
         report["keys"] = (
             f"affected keys ({analysis.keyed.describe()}): the "
@@ -152,6 +154,9 @@ def render_explain(report: dict[str, Any]) -> str:
         if report.get(part):
             lines.append(f"  {report[part]}")
     lines += [f"  {rule}" for rule in report.get("rules", [])]
+    if report.get("operators"):
+        lines.append("  operators:")
+        lines += [f"    {line}" for line in report["operators"]]
     strategy = report["strategy"]
     if isinstance(strategy, dict):
         lines += [f"  {kind}: {how}" for kind, how in strategy.items()]
