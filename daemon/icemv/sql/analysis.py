@@ -42,6 +42,7 @@ AggregateFunc = Literal[
     "stddev_samp", "stddev_pop", "var_samp", "var_pop",
     "sum_distinct", "avg_distinct", "count_if", "bool_and", "bool_or",
     "any_value", "collect_set", "collect_list", "min_by", "max_by", "grouping", "grouping_id",
+    "median", "percentile", "percentile_cont", "percentile_disc",
 ]  # fmt: skip
 AggregateStrategy = Literal["merge-aggregates", "recompute-groups"]
 
@@ -66,14 +67,21 @@ _SUPPORTED_AGGREGATES: dict[type[exp.Expr], AggregateFunc] = {
     exp.ArgMax: "max_by",
     exp.Grouping: "grouping",
     exp.GroupingId: "grouping_id",
+    exp.Median: "median",
+    exp.Quantile: "percentile",
+    exp.PercentileCont: "percentile_cont",
+    exp.PercentileDisc: "percentile_disc",
 }
-# Aggregates no stored value merges: the groups a delta touches are recomputed. ANY_VALUE,
+# Aggregates no stored value merges: the groups a delta touches are recomputed (a group's
+# value depends on its input rows alone, so an untouched group keeps it; MEDIAN and the exact
+# PERCENTILEs are deterministic functions of the group's multiset). ANY_VALUE,
 # COLLECT_LIST's order and MIN_BY/MAX_BY on ties are nondeterministic in Spark: a recomputed
 # group gets a value a full evaluation could give, an untouched group keeps its earlier one
 # (its inputs did not change, so that value still is one a full evaluation could give).
 _RECOMPUTED = frozenset({
     "count_distinct", "sum_distinct", "avg_distinct", "count_if", "bool_and", "bool_or",
     "any_value", "collect_set", "collect_list", "min_by", "max_by", "grouping", "grouping_id",
+    "median", "percentile", "percentile_cont", "percentile_disc",
 })  # fmt: skip
 # Reasons the affected-keys rule (sql/keys.py) may still cover.
 _KEYED = frozenset({"window-function", "outer-join", "semi-join", "subquery", "distinct"})
@@ -446,16 +454,15 @@ def _shape(
     for position, projection in enumerate(select.expressions):
         name = projection.alias_or_name
         inner = projection.this if isinstance(projection, exp.Alias) else projection
-        if any(inner == g for g in group_exprs):
-            keys.append(KeyColumn(position, inner))
+        bare = inner.unnest()  # `(a + b)`: the GROUP BY's `a + b` (grouping_expressions)
+        if any(bare == g for g in group_exprs):
+            keys.append(KeyColumn(position, bare))
         elif isinstance(inner, exp.AggFunc):
             aggregates.append(_aggregate(position, inner))
-        elif inner.find(exp.AggFunc) is not None:
-            derived.append(name)
         else:
-            return NotMaintainable(
-                ("unresolvable",), (f"{name} is neither grouped nor aggregated",), sources, rewrites
-            )
+            # An aggregate in an expression, or an expression of the group's keys (Spark
+            # checked the view: `upper(key)` under GROUP BY key): recomputed per group.
+            derived.append(name)
     if len(keys) != len(group_exprs):
         missing = [g.sql("spark") for g in group_exprs if not any(k.expression == g for k in keys)]
         return NotMaintainable(

@@ -25,6 +25,9 @@ _NON_DETERMINISTIC_NODES: tuple[type[exp.Expr], ...] = (
     exp.CurrentDate,
     exp.CurrentTime,
 )
+# Where an ORDER BY belongs to a function, not to the query: a window, PERCENTILE_CONT /
+# PERCENTILE_DISC ... WITHIN GROUP (ORDER BY x).
+_ORDERED_BY = (exp.Window, exp.WithinGroup)
 # Aggregates that may take DISTINCT (their touched groups are recomputed).
 _DISTINCT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg)
 
@@ -61,7 +64,7 @@ def unsupported_constructs(
             flag("window-function", node)
         elif isinstance(node, exp.Limit | exp.Offset):
             flag("limit", node)
-        elif isinstance(node, exp.Order) and not isinstance(node.parent, exp.Window):
+        elif isinstance(node, exp.Order) and not isinstance(node.parent, _ORDERED_BY):
             flag("order-by", node)
         elif node is sides:
             continue
