@@ -143,7 +143,10 @@ def test_maintainable_shapes(
             "AS rn FROM trips) t WHERE rn = 1",
             "window-function",
         ),
-        ("SELECT id, (SELECT max(fare) FROM zones) AS top FROM trips", "subquery"),
+        (
+            "SELECT t.id FROM trips t JOIN zones z ON z.id = (SELECT max(id) FROM zones)",
+            "subquery",
+        ),
         (
             "SELECT vendor, stddev(DISTINCT fare) AS s FROM trips GROUP BY vendor",
             "distinct-aggregate-stddev",

@@ -156,9 +156,30 @@ def test_a_change_to_the_outer_table_only_has_linear_terms() -> None:
     assert sql.count("`lake`.`nyc`.`zones` VERSION AS OF 1") == 3
 
 
-def test_a_subquery_outside_the_where_is_no_filter() -> None:
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id, (SELECT max(id) FROM zones) AS top FROM trips",
+        "SELECT vendor, sum(fare) / (SELECT sum(id) FROM zones) AS share FROM trips "
+        "GROUP BY vendor",
+        "SELECT vendor, count(*) AS n FROM trips GROUP BY vendor "
+        "HAVING count(*) > (SELECT count(*) FROM zones)",
+        "SELECT t.id, (SELECT max(z.id) FROM zones z WHERE z.zone < t.vendor) AS top FROM trips t",
+    ],
+)
+def test_a_scalar_subquery_in_the_projection_or_having_recomputes_on_its_tables(
+    sql: str,
+) -> None:
+    analysis = analyse(SOURCES, sql, ("nyc",))
+    assert not isinstance(analysis, NotMaintainable), analysis.details
+    assert analysis.recompute_on == {ident("nyc.zones")}
+
+
+def test_a_subquery_in_a_join_condition_is_no_filter() -> None:
     analysis = analyse(
-        SOURCES, "SELECT id, (SELECT max(id) FROM zones) AS top FROM trips", ("nyc",)
+        SOURCES,
+        "SELECT t.id FROM trips t JOIN zones z ON z.id = (SELECT max(id) FROM zones)",
+        ("nyc",),
     )
     assert isinstance(analysis, NotMaintainable)
     assert analysis.reasons == ("subquery",)
