@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from icemv.mv.explain import explain_analysis, render_explain
 from icemv.sql.analysis import NotMaintainable, analyse
 from tests.unit.sources import Sources
 
@@ -261,3 +262,20 @@ def test_keyed_queries_with_tables_read_whole(sql: str, keyed: str, whole: str) 
     assert analysis.keyed is not None
     assert sorted(set(analysis.keyed.columns)) == sorted(keyed.split(" = "))
     assert ", ".join(analysis.keyed.whole) == whole
+
+
+def test_explain_names_the_rule_of_each_operator() -> None:
+    analysis = analyse(
+        SOURCES,
+        "SELECT y.zone, count(*) AS n, median(t.fare) AS md FROM trips t LEFT JOIN zones z "
+        "ON t.id = z.id LEFT JOIN zones y ON z.vendor = y.id GROUP BY y.zone",
+        ("nyc",),
+    )
+    assert not isinstance(analysis, NotMaintainable), analysis.details
+    text = render_explain({"name": "v", **explain_analysis(analysis, "auto")})
+    assert "table t (nyc.trips): rows of the touched keys of id" in text, text
+    assert (
+        "table y (nyc.zones): read whole; its changes reach the key through y.id = z.vendor" in text
+    )
+    assert "LEFT JOIN lake.nyc.zones AS y: affected keys" in text, text
+    assert "aggregate median: the touched groups recomputed" in text, text
