@@ -1,7 +1,8 @@
 """Hidden state columns (sql/state.py): AVG, SUM and vanishing groups merge exactly under
-deletes and updates (DECIMAL and integer sums; floating-point ones and the deviations
-recompute their groups), readers see only the view's columns, and MVs made
-without state (or with state this icemv does not derive) keep refreshing correctly."""
+deletes and updates (DECIMAL and integer sums; floating-point ones within their error
+bound, the deviations recompute their groups), readers see only the view's columns, and
+MVs made without state (or with state this icemv does not derive) keep refreshing
+correctly."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
-from tests.support.oracle import assert_matches_oracle, spark_writes_only
+from tests.support.oracle import assert_matches_oracle, spark_writes_only, storage_and_oracle
 from tests.support.tables import SAMPLE_TRIPS, append_trips, create_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, CATALOG_KINDS]
@@ -59,8 +60,8 @@ def test_storage_holds_state_after_the_view_columns(lakehouse: Lakehouse, namesp
     assert layout.view_columns == ("vendor", "mean", "total", "sd", "sdp", "v", "vp")
     assert layout.state_columns == (
         "_icemv_rows",
-        "_icemv_sum_mean", "_icemv_count_mean",
-        "_icemv_count_total",
+        "_icemv_sum_mean", "_icemv_count_mean", "_icemv_error_mean",
+        "_icemv_count_total", "_icemv_error_total",
         *[f"_icemv_{role}_{c}" for c in ("sd", "sdp", "v", "vp")
           for role in ("count", "mean", "m2")],
     )  # fmt: skip
@@ -72,7 +73,7 @@ def test_storage_holds_state_after_the_view_columns(lakehouse: Lakehouse, namesp
     assert columns == list(layout.view_columns)
     report = explain(lakehouse, load_materialized_view(lakehouse, mv))
     assert report["strategy"]["insert-only deltas"] == "merge-aggregates"
-    # Deviations (and DOUBLE sums) lose digits when deleted rows are taken out.
+    # Deviations lose digits when deleted rows are taken out (DOUBLE sums keep a bound).
     assert report["strategy"]["deltas with deletes"] == "recompute-groups"
 
 
@@ -105,24 +106,38 @@ def test_deletes_and_updates_merge_from_state(
         _refresh(lakehouse, mv)
 
 
-def test_floating_sums_recompute_under_deletes(lakehouse: Lakehouse, namespace: str) -> None:
-    """1e16 + 1 is 1e16 in a DOUBLE: taking 1e16 out of the stored sum leaves 0 where the
-    view sums to 1. Under deletes a DOUBLE sum recomputes its touched groups (right);
-    a global one, with no groups, recomputes the view."""
-    create_trips(lakehouse, namespace, rows=[(1, "a", 1e16, D1), (2, "a", 1.0, D1)])
-    grouped = _mv(lakehouse, namespace, "grouped", "SELECT vendor, sum(fare) AS s FROM trips "
-                  "GROUP BY vendor")  # fmt: skip
-    whole = Identifier((namespace,), "whole")
-    create_mv(lakehouse, whole, "SELECT sum(fare) AS s FROM trips")
-    _refresh(lakehouse, whole, "full")
+def test_floating_sums_merge_deletes_within_their_error_bound(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """A DOUBLE SUM / AVG merges deletes, a global one too (it recomputed in full before),
+    while its error bound vouches for the merged sum; 1e16 + 1 is 1e16 in a DOUBLE, so
+    taking 1e16 out leaves 0 where the view sums to 1: the bound (about 4) does not vouch
+    for a sum of 0, and the group is recomputed (a global aggregate: the view)."""
+    rows = [(1, "a", 1e16, D1), (2, "a", 1.0, D1), (3, "b", 0.1, D1), (4, "b", 0.2, D2),
+            (5, "b", 0.3, D2), (6, "c", -2.5, D1)]  # fmt: skip
+    create_trips(lakehouse, namespace, rows=rows)
+    grouped = _mv(lakehouse, namespace, "grouped", "SELECT vendor, sum(fare) AS s, "
+                  "avg(fare) AS mean, count(*) AS n FROM trips GROUP BY vendor")  # fmt: skip
+    spread = _mv(lakehouse, namespace, "spread", "SELECT sum(fare) AS s, avg(fare) AS mean "
+                 "FROM trips WHERE vendor <> 'a'")  # fmt: skip
+    cancels = Identifier((namespace,), "cancels")
+    policy = {"icemv.refresh-policy": "incremental"}
+    create_mv(lakehouse, cancels, "SELECT sum(fare) AS s FROM trips", properties=policy)
+    _refresh(lakehouse, cancels, "full")
     report = explain(lakehouse, load_materialized_view(lakehouse, grouped))
-    assert report["strategy"]["deltas with deletes"] == "recompute-groups"
-    lakehouse.spark.sql(f"DELETE FROM {lakehouse.quoted(Identifier((namespace,), 'trips'))} "
-                        "WHERE id = 1")  # fmt: skip
-    _refresh(lakehouse, grouped)  # incremental, and equal to the oracle: 1.0
-    result = refresh_mv(lakehouse, whole)
+    assert report["strategy"]["deltas with deletes"] == "merge-aggregates"
+    trips = lakehouse.quoted(Identifier((namespace,), "trips"))
+    lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id IN (1, 4)")
+    _refresh(lakehouse, grouped)  # a's group recomputed, b's merged: equal to the oracle
+    _refresh(lakehouse, spread)  # merged, no recompute of the whole view
+    result = refresh_mv(lakehouse, cancels)
     assert (result.mode, result.reason) == ("full", "no-group-keys"), result
-    assert_matches_oracle(lakehouse, whole)
+    assert_matches_oracle(lakehouse, cancels)
+    actual, _ = storage_and_oracle(lakehouse, cancels)
+    assert list(actual) == [(-1.1,)], actual  # 1 + 0.1 + 0.3 - 2.5, to 6 places
+    lakehouse.spark.sql(f"UPDATE {trips} SET fare = fare * 10 WHERE vendor = 'b'")
+    _refresh(lakehouse, grouped)
+    _refresh(lakehouse, spread)
 
 
 def test_decimal_average_keeps_spark_precision(lakehouse: Lakehouse, namespace: str) -> None:

@@ -86,6 +86,13 @@ SHAPES = {
         "SELECT id, upper(vendor) AS vendor, amount, ts FROM base "
         "WHERE amount > 90.00 AND vendor LIKE 'v1%'"
     ),
+    # DOUBLE sums and averages: deletes merge within the sums' error bounds (sql/state.py),
+    # grouped and global (a global one recomputed the view at every delete before).
+    "double-by-day": (
+        "SELECT day, vendor, count(*) AS n, sum(fare) AS total, avg(fare) AS mean "
+        "FROM base GROUP BY day, vendor"
+    ),
+    "double-global": "SELECT count(*) AS n, sum(fare) AS total, avg(fare) AS mean FROM base",
     # The latest of each key's 4 versions: affected keys, read at both snapshots.
     "dedup": (
         "SELECT key, id, vendor, fare FROM (SELECT key, id, vendor, fare, row_number() "

@@ -55,22 +55,31 @@ class StorageLayout:
         if not self.state_columns or not isinstance(analysis, AggregateAnalysis):
             return ()
         decimal_sums = {n for n in self.state_columns if isinstance(self.types[n], DecimalType)}
-        state = aggregate_state(analysis, decimal_sums)
+        state = aggregate_state(analysis, decimal_sums, self._bounded())
         return state if tuple(c.name for c in state) == self.state_columns else ()
+
+    def _bounded(self) -> set[str]:
+        """The outputs whose floating-point sum keeps an error bound (`_icemv_error_*`)."""
+        prefix = state_name("error", "")
+        return {n[len(prefix) :] for n in self.state_columns if n.startswith(prefix)}
 
     def floating_sums(self, analysis: IvmAnalysis) -> bool:
         """Whether the view's SUMs, AVGs (their hidden sums; without state, AVG recomputes
         anyway) or deviations add floating-point values (`aggregate_strategy`'s
         `floating`): a deviation always does, a SUM or AVG when its column is a DOUBLE or
-        FLOAT (AVG of integers sums as DOUBLE, as Spark's does)."""
+        FLOAT (AVG of integers sums as DOUBLE, as Spark's does), unless its sum keeps an
+        error bound (sql/state.py) that merges deletes."""
         if not isinstance(analysis, AggregateAnalysis):
             return False
+        bounded = self._bounded() if self.state_of(analysis) else set()
         for aggregate in analysis.aggregates:
             if aggregate.func in DEVIATIONS:
                 return True
             if aggregate.func not in ("sum", "avg"):
                 continue
             column = self.view_columns[aggregate.position]
+            if column in bounded:
+                continue
             name = state_name("sum", column) if aggregate.func == "avg" else column
             if isinstance(self.types.get(name), (FloatType, DoubleType)):
                 return True
@@ -107,14 +116,26 @@ def state_schema(
     """The Arrow schema of the state columns an MV with this analysis keeps (maybe none)."""
     if not isinstance(analysis, AggregateAnalysis):
         return pa.schema([])
-    # First with every AVG sum in its argument's own type, to learn which are DECIMAL.
+    # First with every AVG sum in its argument's own type, to learn which are DECIMAL, and
+    # the SUMs' and AVGs' types, to learn which sum floating-point values.
     probe = aggregate_state(analysis, decimal_sums={c.name for c in aggregate_state(analysis)})
     if not probe:
         return pa.schema([])
     sums = {c.name for c in probe if c.role == "sum"}
-    decimal = {n for n, t in _spark_types(lakehouse, analysis, probe, pins).items()
-               if n in sums and pa.types.is_decimal(t)}  # fmt: skip
-    state = aggregate_state(analysis, decimal)
+    probed = _spark_types(lakehouse, analysis, probe, pins)
+    decimal = {n for n, t in probed.items() if n in sums and pa.types.is_decimal(t)}
+    floating = set()
+    for aggregate in analysis.aggregates:
+        output = analysis.output_columns[aggregate.position]
+        summed = state_name("sum", output) if aggregate.func == "avg" else output
+        summed_type = probed.get(summed)
+        if (
+            aggregate.func in ("sum", "avg")
+            and summed_type is not None
+            and (pa.types.is_floating(summed_type))
+        ):
+            floating.add(output)
+    state = aggregate_state(analysis, decimal, floating)
     types = _spark_types(lakehouse, analysis, state, pins)
     return pa.schema([pa.field(c.name, types[c.name], nullable=True) for c in state])
 
@@ -129,5 +150,4 @@ def _spark_types(
 
     query = pin_tables(state_query(analysis, state), lakehouse.catalog_name, pins)
     schema = to_arrow_schema(lakehouse.spark.sql(query.sql(dialect="spark")).schema)
-    names = {c.name for c in state}
-    return {field.name: field.type for field in schema if field.name in names}
+    return {field.name: field.type for field in schema}  # the view's columns too

@@ -11,6 +11,10 @@ incremental one:
   non-NULL input is left;
 - `AVG(x)` as c: `_icemv_sum_c` = SUM(x) (in DOUBLE unless x is DECIMAL, as Spark's AVG
   sums) and `_icemv_count_c` = COUNT(x);
+- a floating-point `SUM(x)` or `AVG(x)` (its sum a DOUBLE) as c, also `_icemv_error_c`: a
+  bound on how far the stored sum may be from the exact sum of the group's values
+  (refresh/patch/aggregate_rules.py says how it grows and when it sends a group to be
+  recomputed), so that deletes merge too;
 - `STDDEV*` / `VAR*` (x) as c: `_icemv_count_c`, `_icemv_mean_c`, `_icemv_m2_c` (count,
   mean, sum of squared deviations), merged with Chan et al.'s pairwise formulas;
 - without a `COUNT(*)` column: `_icemv_rows` = COUNT(*), so a group goes with its last row;
@@ -38,7 +42,11 @@ ROWS = f"{STATE_PREFIX}rows"
 GROUPING = f"{STATE_PREFIX}grouping"
 DEVIATIONS = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
 
-StateRole = Literal["rows", "grouping", "count", "sum", "mean", "m2"]
+StateRole = Literal["rows", "grouping", "count", "sum", "mean", "m2", "error"]
+# Twice the unit roundoff of a DOUBLE (2 * 2^-53): a sum of n values in any order is within
+# (n - 1) * 2^-53 * sum(|x|) of the exact sum (Higham, "Accuracy and Stability of Numerical
+# Algorithms", 4.2); twice that covers the rounding of the bound's own arithmetic.
+ROUNDOFF = 2.3e-16
 
 
 def is_state_column(name: str) -> bool:
@@ -62,11 +70,12 @@ class StateColumn:
     expression: exp.Expr
 
 
-def roles_of(aggregate: AggregateColumn) -> tuple[StateRole, ...]:
+def roles_of(aggregate: AggregateColumn, bounded: bool = False) -> tuple[StateRole, ...]:
+    """`bounded`: a SUM or AVG of floating-point values, whose sum keeps an error bound."""
     if aggregate.func == "sum":
-        return ("count",)
+        return ("count", "error") if bounded else ("count",)
     if aggregate.func == "avg":
-        return ("sum", "count")
+        return ("sum", "count", "error") if bounded else ("sum", "count")
     if aggregate.func in DEVIATIONS:
         return ("count", "mean", "m2")
     return ()
@@ -82,6 +91,15 @@ def _value(role: StateRole, argument: exp.Expr, decimal_sum: bool) -> exp.Expr:
     if role == "sum":  # Spark's AVG sums DECIMAL as DECIMAL and everything else as DOUBLE
         return exp.Sum(this=argument.copy() if decimal_sum else _as_double(argument))
     zero = exp.Literal.number(0)
+    if role == "error":  # Spark's own sum of the group: n values, sum |x|, any order
+        spread = exp.Sum(this=exp.Abs(this=_as_double(argument)))
+        count = exp.Cast(this=exp.Count(this=argument.copy()), to=exp.DataType.build("double"))
+        bound = exp.Mul(
+            this=exp.Mul(this=count, expression=spread),
+            expression=exp.Literal.number(repr(ROUNDOFF)),
+        )
+        return exp.Coalesce(this=bound, expressions=[exp.Cast(this=zero, to=exp.DataType.build(
+            "double"))])  # fmt: skip
     if role == "mean":
         return exp.Coalesce(this=exp.Avg(this=_as_double(argument)), expressions=[zero])
     # m2 = var_pop * n, 0 for an empty group (Spark keeps the same m2 internally).
@@ -91,12 +109,17 @@ def _value(role: StateRole, argument: exp.Expr, decimal_sum: bool) -> exp.Expr:
 
 
 def aggregate_state(
-    analysis: AggregateAnalysis, decimal_sums: Collection[str] = ()
+    analysis: AggregateAnalysis,
+    decimal_sums: Collection[str] = (),
+    floating_sums: Collection[str] = (),
 ) -> tuple[StateColumn, ...]:
     """Every state column an aggregate view keeps, in storage order.
 
     `decimal_sums`: the `_icemv_sum_*` columns whose argument is DECIMAL (their type in the
-    storage table says so; at create, Spark's analysis of the query does).
+    storage table says so; at create, Spark's analysis of the query does). `floating_sums`:
+    the output columns of the SUMs and AVGs that sum floating-point values and keep an
+    error bound (an MV made before error bounds existed has none: its floating-point
+    groups recompute under deletes, as before).
     """
     columns: list[StateColumn] = []
     if analysis.grouping_sets:
@@ -107,7 +130,7 @@ def aggregate_state(
         if aggregate.argument is None:
             continue
         output = analysis.output_columns[aggregate.position]
-        for role in roles_of(aggregate):
+        for role in roles_of(aggregate, output in floating_sums):
             name = state_name(role, output)
             value = _value(role, aggregate.argument, name in decimal_sums)
             columns.append(StateColumn(name, role, aggregate, value))

@@ -22,9 +22,23 @@ are recomputed (`recompute` says why). The quotient, read by the value and by th
 test, is one let (`MergeRules.lets`, see keyed.KeyedMerge): the same value of the same
 joined row wherever it is read, so naming it changes no result.
 
-Floating-point SUM/AVG and the deviations merge appends only: under deletes the strategy
-(`AggregateAnalysis.aggregate_strategy`, `floating`) recomputes their groups, since taking
-rows out of a floating-point sum or M2 cancels digits.
+Floating-point SUM and AVG merge deletes through an error bound (`_icemv_error_c`,
+sql/state.py). Every sum the stored value went through, Spark's first sum of the group and
+each delta's sum added to it, is one recursive sum of signed terms: whatever the order, it
+is within (terms - 1) * u * sum(|terms|) of the exact sum (u = 2^-53; Higham, 4.2). The
+stored bound starts at n * 2u * sum(|x|) over the group (what a full refresh or a recomputed
+group writes) and each merge adds 2u * ((delta terms + 2) * sum(|delta terms|) + 2 *
+|stored sum|): the delta's own sum, and the one addition to the stored sum. A group whose
+merged sum the bound does not vouch for is recomputed from the sources: one not finite,
+or one whose bound exceeds both 1e-10 of its magnitude and four times the worst case of a
+full recompute's own sum of its n values, n * u * |sum| for values of one sign (for
+cancelling values that worst case is larger still; 1e16 + 1 - 1e16 has a bound near 4 for
+a sum of 1, and recomputes). The others are within 1e-10 relative of the exact sum, or
+within four times the error Spark's own recompute may have. A group whose last value goes
+restarts at a bound of 0. Without the
+bound (an MV made before it existed) and for the deviations, whose M2 cancels the same
+way, deletes recompute the touched groups (`AggregateAnalysis.aggregate_strategy`,
+`floating`).
 """
 
 from __future__ import annotations
@@ -41,7 +55,7 @@ from icemv.refresh.patch.sqltree import case, coalesce, col, if_, num, paren, su
 from icemv.sql import decimals
 from icemv.sql.analysis import AggregateAnalysis, AggregateColumn
 from icemv.sql.names import WEIGHT, argument_column
-from icemv.sql.state import DEVIATIONS, ROWS, StateColumn, state_name
+from icemv.sql.state import DEVIATIONS, ROUNDOFF, ROWS, StateColumn, state_name
 
 
 @dataclass
@@ -197,10 +211,13 @@ def _rule(
         _decimal_rule(rules, func, index, output, argument, weight, new_count, types)
         return
     if func == "sum":
+        if state_name("error", output) in state:  # a FLOAT's terms in DOUBLE, as bounded
+            argument = _cast(argument, "DOUBLE")
         rules.deltas[delta] = sum_(_mul(argument.copy(), weight.copy()))
         if stateful:  # NULL exactly when no non-NULL input is left
             merged: exp.Expr = _add(_zero_if_new(output), coalesce(_delta(delta), num(0)))
             rules.values[output] = if_(_eq(new_count.copy(), num(0)), exp.null(), merged)
+            _error_rule(rules, index, output, argument, weight, new_count, output, merged, state)
         else:
             stored, change = _stored(output), _delta(delta)
             rules.values[output] = case(
@@ -216,6 +233,7 @@ def _rule(
         summed = _cast(summed, spark_type(types[total]))
         empty = _eq(new_count.copy(), num(0))
         rules.values[total] = if_(empty.copy(), exp.null(), summed.copy())
+        _error_rule(rules, index, output, argument, weight, new_count, total, summed, state)
         mean = _div(summed, _cast(new_count.copy(), "DOUBLE"))
         rules.values[output] = if_(empty, exp.null(), mean)
         return
@@ -223,6 +241,62 @@ def _rule(
         _deviation_rule(rules, func, index, output, argument, new_count)
         return
     raise ValueError(f"{func} has no merge rule")
+
+
+# A merged floating-point sum further than this, relative, from the exact sum is recomputed,
+RELATIVE_BOUND = 1e-10
+# unless it is within this many times the unit roundoff per value (4 u n: four times the
+# worst case of a recompute's own sum of n values of one sign).
+PER_VALUE_BOUND = 4 * 2.0**-53
+# A sum at least this large may have overflowed on the way (to an infinity): recomputed.
+FINITE = 1e300
+
+
+def _error_rule(
+    rules: MergeRules,
+    index: int,
+    output: str,
+    argument: exp.Expr,
+    weight: exp.Expr,
+    new_count: exp.Expr,
+    total: str,
+    merged: exp.Expr,
+    state: set[str],
+) -> None:
+    """The error bound of a floating-point sum (`total`, merged to `merged`), and the test
+    that sends a group whose merged sum it no longer vouches for to be recomputed."""
+    error = state_name("error", output)
+    if error not in state:
+        return
+    spread, terms = f"__icemv_da{index}", f"__icemv_dt{index}"
+    term = _mul(_cast(argument.copy(), "DOUBLE"), weight.copy())
+    rules.deltas[spread] = coalesce(sum_(exp.Abs(this=term)), num(0))
+    rules.deltas[terms] = exp.Count(this=argument.copy())
+    roundoff = exp.Literal.number(repr(ROUNDOFF))
+    grown = _mul(
+        roundoff,
+        _add(
+            _mul(_add(_delta(terms), num(2)), _delta(spread)),
+            _mul(num(2), exp.Abs(this=_zero_if_new(total))),
+        ),
+    )
+    bound = _add(_zero_if_new(error), grown)
+    empty = _eq(new_count.copy(), num(0))
+    rules.values[error] = if_(empty.copy(), _cast(num(0), "DOUBLE"), bound.copy())
+    size = exp.Abs(this=merged.copy())
+    tolerance = exp.Greatest(
+        this=exp.Literal.number(repr(RELATIVE_BOUND)),
+        expressions=[_mul(exp.Literal.number(repr(PER_VALUE_BOUND)), new_count.copy())],
+    )
+    vouched = exp.and_(
+        exp.LTE(this=bound, expression=_mul(tolerance, size)),
+        exp.LT(this=size.copy(), expression=exp.Literal.number(repr(FINITE))),
+    )
+    stored_count = _zero_if_new(state_name("count", output))
+    rules.unknown += [
+        exp.and_(_is_null(_stored(error)), exp.GT(this=stored_count, expression=num(0))),
+        exp.and_(exp.Not(this=empty), exp.Not(this=paren(vouched))),
+    ]
 
 
 def _decimal_rule(
