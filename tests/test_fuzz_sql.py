@@ -61,6 +61,10 @@ def test_generated_views_match_the_oracle(
             "invalid": total.invalid,
             "refreshes_checked": total.refreshes,
             "modes": dict(total.modes),
+            "modes_after_the_first": dict(total.later_modes),
+            "kept_incremental_share": round(
+                total.kept_incremental()[0] / max(1, total.kept_incremental()[1]), 3
+            ),
             "engines": dict(total.engines),
             "spark_because": dict(total.spark_reasons),
             "spark_because_examples": total.spark_reason_examples,

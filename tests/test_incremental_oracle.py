@@ -128,6 +128,30 @@ SHAPES = {
         "SELECT s.id, s.n, z.vendor AS zone FROM (SELECT id, count(*) AS n FROM trips "
         "GROUP BY id) s JOIN zones z ON s.id = z.id"
     ),
+    # Tables read whole (sql/key_check.py): a LEFT JOIN chain on another key (zones twice,
+    # keyed as z, read whole as y), and a window partitioned by the joined table's column.
+    "left-chain-agg": (
+        "SELECT y.id AS zid, count(*) AS n, count(z.id) AS matched, sum(t.fare) AS s "
+        "FROM trips t LEFT JOIN zones z ON t.id = z.id LEFT JOIN zones y ON z.vendor = y.vendor "
+        "GROUP BY y.id"
+    ),
+    "joined-window": (
+        "SELECT t.id, t.fare, z.vendor AS zv, rank() OVER (PARTITION BY z.vendor "
+        "ORDER BY t.fare, t.id) AS rk, sum(t.fare) OVER (PARTITION BY z.vendor) AS total "
+        "FROM trips t JOIN zones z ON t.id = z.id"
+    ),
+    # Scalar subqueries in the projection and HAVING: linear in trips; a change to zones
+    # recomputes (RECOMPUTED below).
+    "scalar-subquery": (
+        "SELECT vendor, count(*) AS n, count(*) / (SELECT count(*) FROM zones) AS per_zone "
+        "FROM trips GROUP BY vendor HAVING count(*) >= (SELECT count(*) FROM zones WHERE id > 5)"
+    ),
+    # Exact percentiles: the touched groups recomputed.
+    "percentiles": (
+        "SELECT day, median(fare) AS md, percentile(fare, 0.25) AS p25, "
+        "percentile_cont(0.9) WITHIN GROUP (ORDER BY fare) AS p90, "
+        "percentile_disc(0.5) WITHIN GROUP (ORDER BY fare DESC) AS pd FROM trips GROUP BY day"
+    ),
     # The dbt shape: a CTE chain with a ROW_NUMBER() = 1 dedup and a LEFT JOIN.
     "dbt-chain": (
         "WITH ranked AS (SELECT id, vendor, fare, row_number() OVER (PARTITION BY id "
@@ -169,6 +193,7 @@ SHAPES = {
 # Shapes whose rule recomputes some changes by design, and the reasons it gives then.
 RECOMPUTED = {
     "not-in": {"subquery-source-changed"},
+    "scalar-subquery": {"subquery-source-changed"},
     "not-in-agg": {"subquery-source-changed"},
     "top-n": {"top-n-reached", "top-n-not-append-only"},
     # A global aggregate of floating-point state: deletes recompute it (no groups to

@@ -73,6 +73,8 @@ class Stats:
     spark_bug_example: str = ""
     refreshes: int = 0  # refreshes checked against the oracle
     modes: Counter[str] = field(default_factory=Counter)
+    # Modes of the refreshes after each view's first (a view is built in full once).
+    later_modes: Counter[str] = field(default_factory=Counter)
     full_reasons: Counter[str] = field(default_factory=Counter)  # after the first refresh
     engines: Counter[str] = field(default_factory=Counter)
     # Why Spark computed a delta the embedded engine did not (the reason's first words).
@@ -88,6 +90,7 @@ class Stats:
         self.spark_bug_example = self.spark_bug_example or other.spark_bug_example
         self.refreshes += other.refreshes
         self.modes.update(other.modes)
+        self.later_modes.update(other.later_modes)
         self.full_reasons.update(other.full_reasons)
         self.engines.update(other.engines)
         self.spark_reasons.update(other.spark_reasons)
@@ -96,12 +99,20 @@ class Stats:
         self.refused_views.update(other.refused_views)
         self.failures += other.failures
 
+    def kept_incremental(self) -> tuple[int, int]:
+        """Refreshes after the first that were incremental or no-op, of those not skipped."""
+        later = self.later_modes
+        kept = later["incremental"] + later["no-op"]
+        return kept, sum(later.values()) - later["skipped"]
+
     def summary(self) -> str:
         incremental = self.modes["incremental"] + self.modes["no-op"]
         share = incremental / self.refreshes if self.refreshes else 0.0
+        kept, ran = self.kept_incremental()
         return (
             f"views {self.views} (invalid {self.invalid}), refreshes checked {self.refreshes}, "
-            f"incremental or no-op {incremental} ({share:.0%}), modes {dict(self.modes)}, "
+            f"incremental or no-op {incremental} ({share:.0%}; of the {ran} not skipped after "
+            f"the first: {kept}, {kept / ran if ran else 0.0:.0%}), modes {dict(self.modes)}, "
             f"engines {dict(self.engines)} (Spark because: {dict(self.spark_reasons)}), "
             f"full by reason {dict(self.full_reasons)}, "
             f"views never incremental by reason {dict(self.refused_views)}, "
@@ -244,6 +255,7 @@ def _refresh_and_check(
         stats.spark_reasons[reason] += 1
         stats.spark_reason_examples.setdefault(reason, result.engine_reason[:300])
     if not first:
+        stats.later_modes[str(result.mode.value)] += 1
         if result.mode in ("incremental", "no-op"):
             view.incremental = True
         elif result.mode == "full":

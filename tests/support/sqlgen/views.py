@@ -40,7 +40,7 @@ class ViewGen:
     def view(self) -> str:
         shape = self.pick(
             ("rows", 3), ("aggregate", 4), ("window", 3), ("setop", 1), ("cte", 2),
-            ("distinct", 1), ("top_n", 1),
+            ("distinct", 1), ("top_n", 1), ("chain", 2),
         )  # fmt: skip
         return str(getattr(self, f"_{shape}")())
 
@@ -313,7 +313,8 @@ class ViewGen:
         for _ in range(self.rng.randint(1, 4)):
             fn = self.pick(("count_star", 2), ("count", 1), ("sum", 4), ("avg", 3), ("min", 2),
                            ("max", 2), ("count_distinct", 1), ("stddev", 1), ("var_pop", 1),
-                           ("bool", 1), ("count_if", 1), ("sum_distinct", 1))  # fmt: skip
+                           ("bool", 1), ("count_if", 1), ("sum_distinct", 1),
+                           ("percentile", 1))  # fmt: skip
             if fn == "count_star":
                 items.append(("count(*)", "bigint"))
             elif fn == "count":
@@ -333,6 +334,14 @@ class ViewGen:
                               "bigint"))  # fmt: skip
             elif fn in ("stddev", "var_pop"):
                 items.append((f"{fn}({self.expr(scope, 'double', 1)})", "double"))
+            elif fn == "percentile":
+                body = self.expr(scope, self.rng.choice(["double", "decimal", "int"]), 1)
+                items.append((self.rng.choice([
+                    f"median({body})",
+                    f"percentile({body}, 0.25)",
+                    f"percentile_cont(0.9) WITHIN GROUP (ORDER BY {body})",
+                    f"CAST(percentile_disc(0.5) WITHIN GROUP (ORDER BY {body} DESC) AS DOUBLE)",
+                ]), "double"))  # fmt: skip
             elif fn == "bool":
                 items.append((f"bool_and({self.pred(scope, 0, False)})", "bool"))
             else:
@@ -387,9 +396,26 @@ class ViewGen:
             elif self.chance(0.7):
                 partition = self.rng.choice([r.sql for r in scope if r.kind in GROUPABLE])
             fn = self.pick(("row_number", 3), ("rank", 2), ("dense_rank", 1), ("lag", 2),
-                           ("lead", 1), ("running", 2), ("partition", 3))  # fmt: skip
+                           ("lead", 1), ("running", 2), ("partition", 3), ("ntile", 1),
+                           ("frame", 2))  # fmt: skip
             if fn in ("row_number", "rank", "dense_rank"):
                 items.append((f"{fn}() OVER ({self._over(scope, partition, True)})", "int"))
+            elif fn == "ntile":
+                ranked = self.rng.choice(["ntile(2)", "percent_rank()", "cume_dist()"])
+                kind = "int" if ranked.startswith("ntile") else "double"
+                items.append((f"{ranked} OVER ({self._over(scope, partition, True)})", kind))
+            elif fn == "frame":  # ties are whole rows alike: the same values either way
+                kind = self.rng.choice(["decimal", "int"])
+                body = self.expr(scope, kind, 1)
+                agg = self.rng.choice(["sum", "max", "first_value", "last_value", "count"])
+                frame = self.rng.choice([
+                    "ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING",
+                    "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+                    "ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+                ])  # fmt: skip
+                over = f"{self._over(scope, partition, True)} {frame}"
+                out_kind = "bigint" if agg == "count" else kind
+                items.append((f"{agg}({body}) OVER ({over})", out_kind))
             elif fn in ("lag", "lead"):
                 kind = self._kind(scope)
                 body = self.expr(scope, kind, 1)
@@ -473,6 +499,44 @@ class ViewGen:
         return f"WITH cte AS ({cte}) SELECT {self._select(items)} FROM {sql}" + self._where(
             scope, [], 0.5
         )
+
+    def _chain(self) -> str:
+        """The dbt "enriched fact": f LEFT JOINed to d and e, each join on another column
+        (k, g or day, a dimension's column or the fact's), as rows or aggregated by a
+        dimension's column; or a window partitioned by a dimension's column."""
+        fact = self.alias()
+        scope = self.refs_of("f", fact)
+        sql = f"f {fact}"
+        dims: list[Ref] = []
+        form = self.pick(("rows", 1), ("aggregate", 2), ("window", 1))
+        for table in self.rng.sample(["d", "e"], self.rng.randint(1, 2)):
+            alias = self.alias()
+            right = self.refs_of(table, alias)
+            pairs = [
+                (a, b)
+                for a in scope
+                for b in right
+                if a.name == b.name and a.kind == b.kind and a.name in ("k", "g", "day")
+            ]
+            a, b = self.rng.choice(pairs)
+            on = f"{a.sql} = {b.sql}"
+            if self.chance(0.2):
+                on += f" AND {self.pred(right, 0, False)}"
+            # A window by a padded side's column puts every unmatched row in one partition.
+            join = "LEFT JOIN" if form != "window" and self.chance(0.8) else "JOIN"
+            sql += f" {join} {table} {alias} ON {on}"
+            scope, dims = scope + right, dims + [r for r in right if r.kind in GROUPABLE]
+        where = self._where(scope, [], 0.3)
+        if form == "aggregate":
+            key = self.rng.choice(dims)
+            items = [(key.sql, key.kind), *self._aggregate_items(scope)]
+            return f"SELECT {self._select(items)} FROM {sql}{where} GROUP BY {key.sql}"
+        items = self._projections(scope, self.rng.randint(1, 3))
+        if form == "window":
+            partition = self.rng.choice(dims).sql
+            fn = self.rng.choice(["rank()", "row_number()", "count(*)"])
+            items.append((f"{fn} OVER ({self._over(scope, partition, True)})", "int"))
+        return f"SELECT {self._select(items)} FROM {sql}{where}"
 
     def _distinct(self) -> str:
         sql, scope, extra = self.from_clause(max_sources=2)
