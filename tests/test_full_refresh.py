@@ -45,13 +45,15 @@ def test_create_refresh_read_back(lakehouse: Lakehouse, namespace: str) -> None:
     assert mv.storage == Identifier((namespace,), "daily__storage")
     assert storage.current_snapshot() is None  # never refreshed yet
     assert storage.format_version == 2
-    # The view's columns, then the hidden state SUM needs (its count of non-NULL inputs).
+    # The view's columns, then the hidden state SUM needs (its count of non-NULL inputs,
+    # and the error bound of a DOUBLE sum).
     assert storage.schema().column_names == [
         "vendor",
         "day",
         "trips",
         "fares",
         "_icemv_count_fares",
+        "_icemv_error_fares",
     ]
 
     result = refresh_mv(lakehouse, mv_id)
