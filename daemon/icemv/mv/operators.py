@@ -61,6 +61,6 @@ def operator_rules(analysis: MaintainableAnalysis) -> list[str]:
             elif aggregate.func in ("min", "max"):
                 how = "merged from appends; deletes recompute the touched groups"
             else:
-                how = "merged from the delta (floating-point sums: deletes recompute)"
+                how = "merged from the delta (floating-point sums within their error bound)"
             lines.append(f"aggregate {aggregate.func}: {how}")
     return lines

@@ -159,6 +159,11 @@ def _column_pairs(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str, str, st
     return pairs
 
 
+def _both_ways(pairs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+    """Each (a, x, b, y) also as (b, y, a, x)."""
+    return pairs + [(b, y, a, x) for a, x, b, y in pairs]
+
+
 def _links(left: set[str], right: set[str], equalities: Iterable[tuple[str, str]]) -> bool:
     return any((a in left and b in right) or (b in left and a in right) for a, b in equalities)
 
@@ -249,20 +254,17 @@ class _Check:
             if join.args.get("using"):
                 raise NoKey(f"a join with USING: {_text(join)}")
             linked = _links(members, right, _equalities(on))
-            pairs = _column_pairs(on)
+            pairs = _both_ways(_column_pairs(on))
             if kind in ("SEMI", "ANTI") or side == "LEFT":
+                # From the preserved side to the padded one; a whole right side only matches.
                 edges += [e for e in pairs if e[0] in joined and e[2] == alias]
-                edges += [(c, d, a, b) for a, b, c, d in pairs if c in joined and a == alias]
-                if right_whole:
-                    pass  # linear in the left side: the whole table's rows only match
-                elif left_whole:
+                if left_whole and not right_whole:
                     raise NoKey(f"a table read whole on the preserved side: {_text(join)}")
-                elif not linked:
+                if not (right_whole or linked):
                     what = "a semi or anti join" if kind in ("SEMI", "ANTI") else "an outer join"
                     raise NoKey(f"{what} not on the key: {_text(join)}")
             elif side == "RIGHT":
                 edges += [e for e in pairs if e[0] == alias and e[2] in joined]
-                edges += [(c, d, a, b) for a, b, c, d in pairs if c == alias and a in joined]
                 if right_whole and not left_whole:
                     raise NoKey(f"a table read whole on the preserved side: {_text(join)}")
                 if not (left_whole or linked):
@@ -279,7 +281,7 @@ class _Check:
                                  *((r, m) for m in members for r in right)]
                 }  # fmt: skip
             else:
-                edges += pairs + [(c, d, a, b) for a, b, c, d in pairs]
+                edges += pairs
                 here = [c for c in usable if _aliases(c) <= joined | {alias}]
                 keyed_both = not (right_whole or left_whole)
                 if keyed_both and not (linked or _links(members, right, _equalities(here))):
@@ -291,8 +293,7 @@ class _Check:
         if whole:
             if joined <= whole:
                 raise NoKey(f"a SELECT that reads no keyed table: {_text(select)}")
-            pairs = _column_pairs(where_conjuncts)
-            edges += pairs + [(c, d, a, b) for a, b, c, d in pairs]
+            edges += _both_ways(_column_pairs(where_conjuncts))
             self._reach(scope, joined - whole, whole, edges)
         own = [c for c in where_conjuncts if _aliases(c) <= local]
         return _closure(members, _equalities(own))
