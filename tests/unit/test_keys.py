@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from icemv.mv.explain import explain_analysis, render_explain
-from icemv.sql.analysis import NotMaintainable, analyse
-from tests.unit.sources import Sources
+from icemv.mv.operators import operator_rules
+from icemv.sql.analysis import NotMaintainable, RowsAnalysis, analyse
+from tests.unit.sources import Sources, ident
 
 SOURCES = Sources(
     tables={"nyc.trips": ("id", "vendor", "fare"), "nyc.zones": ("id", "zone", "vendor")}
@@ -112,11 +113,6 @@ def test_keyed_queries(sql: str, key: str) -> None:
             "a window not partitioned by the key",
         ),
         (
-            "SELECT id, rank() OVER (PARTITION BY vendor ORDER BY fare) AS r FROM trips "
-            "WHERE (id, vendor) NOT IN (SELECT id, vendor FROM zones)",
-            "null-aware",
-        ),
-        (
             "SELECT t.id, z.zone FROM trips t LEFT JOIN zones z ON t.id = z.id "
             "LEFT JOIN zones y ON t.vendor > y.vendor",
             "an outer join not on the key",
@@ -160,21 +156,23 @@ def test_keyed_queries(sql: str, key: str) -> None:
             "WHERE id = vendor",
             "a window not partitioned by the key",
         ),
-        # Class 3: a null-aware IN under NOT (parenthesised), CASE or a comparison.
+        # Key or NULL: `<=>` would match the NULLs of many keys; a window or an inner
+        # GROUP BY by the padded side puts every unmatched key in one NULL partition.
         (
-            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
-            "WHERE fare > 1 OR NOT (id IN (SELECT id FROM zones))",
-            "null-aware",
+            "SELECT t.id, count(y.id) AS n FROM trips t FULL JOIN zones z ON t.id = z.id "
+            "JOIN zones y ON t.id <=> y.id GROUP BY t.id",
+            "a join not on the key",
         ),
         (
-            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
-            "WHERE CASE WHEN id IN (SELECT id FROM zones) THEN false ELSE true END",
-            "null-aware",
+            "SELECT t.id, count(*) OVER (PARTITION BY z.id) AS n FROM trips t "
+            "LEFT JOIN zones z ON t.id = z.id LEFT JOIN zones y ON z.id <=> y.id",
+            "not on the key",
         ),
+        # A correlated subquery over a table read whole whose correlation reaches no key.
         (
-            "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
-            "WHERE (id IN (SELECT id FROM zones)) IS NOT TRUE",
-            "null-aware",
+            "SELECT t.id, rank() OVER (PARTITION BY t.id ORDER BY t.fare) AS r FROM trips t "
+            "WHERE NOT EXISTS (SELECT 1 FROM zones z WHERE z.vendor < t.vendor)",
+            "correlated on other columns than the key",
         ),
         # Tables read whole: not on the preserved side of an outer join (padded once per
         # key), and only where an equality reaches them.
@@ -194,6 +192,33 @@ def test_queries_without_a_key_stay_full(sql: str, why: str) -> None:
     analysis = analyse(SOURCES, sql, ("nyc",))
     assert isinstance(analysis, NotMaintainable)
     assert any(why in detail for detail in analysis.details), analysis.details
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # A null-aware IN under NOT, CASE or a comparison, over a table read whole: the
+        # same for every key, so the window's key still decomposes; a change to zones
+        # recomputes the view.
+        "SELECT id, rank() OVER (PARTITION BY vendor ORDER BY fare) AS r FROM trips "
+        "WHERE (id, vendor) NOT IN (SELECT id, vendor FROM zones)",
+        "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
+        "WHERE fare > 1 OR NOT (id IN (SELECT id FROM zones))",
+        "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
+        "WHERE CASE WHEN id IN (SELECT id FROM zones) THEN false ELSE true END",
+        "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r FROM trips "
+        "WHERE (id IN (SELECT id FROM zones)) IS NOT TRUE",
+        "SELECT id, rank() OVER (PARTITION BY id ORDER BY fare) AS r, "
+        "(SELECT max(zone) FROM zones) AS top FROM trips",
+    ],
+)
+def test_an_uncorrelated_subquery_over_a_table_read_whole_recomputes_on_it(sql: str) -> None:
+    analysis = analyse(SOURCES, sql, ("nyc",))
+    assert isinstance(analysis, RowsAnalysis) and analysis.keyed is not None, analysis
+    assert analysis.recompute_on == {ident("nyc.zones")}
+    assert "zones" not in " ".join(analysis.keyed.columns)
+    rules = operator_rules(analysis)
+    assert "table zones (nyc.zones): read whole; a change to it recomputes the view" in rules
 
 
 @pytest.mark.parametrize(
@@ -253,6 +278,40 @@ def test_changes_to_a_linear_side_need_no_keys(sql: str, nonlinear: set[str]) ->
             "LEFT JOIN zones y ON z.vendor = y.id",
             "t.id = z.id",
             "y (via y.id = z.vendor)",
+        ),
+        # Key or NULL: a padded side's key, or the left side of a FULL JOIN, links a
+        # later join by `=` (a NULL matches nothing, a value only its own key).
+        (
+            "SELECT t.id, count(y.id) AS n FROM trips t FULL JOIN zones z ON t.id = z.id "
+            "JOIN zones y ON t.id = y.id GROUP BY t.id",
+            "t.id = y.id = z.id",
+            "",
+        ),
+        (
+            "SELECT t.id, y.zone FROM trips t LEFT JOIN zones z ON t.id = z.id "
+            "LEFT SEMI JOIN zones y ON z.id = y.id",
+            "t.id = y.id = z.id",
+            "",
+        ),
+        (
+            "SELECT t.vendor, count(*) AS n FROM trips t LEFT JOIN zones z ON t.id = z.id "
+            "WHERE EXISTS (SELECT 1 FROM zones y WHERE y.id = z.id) GROUP BY t.vendor",
+            "t.id = y.id = z.id",
+            "",
+        ),
+        # A correlated subquery over a table read whole, reached by its correlation.
+        (
+            "SELECT t.id, rank() OVER (PARTITION BY t.id ORDER BY t.fare) AS r FROM trips t "
+            "WHERE NOT EXISTS (SELECT 1 FROM zones z WHERE z.vendor = t.vendor AND z.zone > 'a')",
+            "t.id",
+            "z (via z.vendor = t.vendor)",
+        ),
+        # A positive IN over a table read whole: only rows with that value can flip.
+        (
+            "SELECT t.id, rank() OVER (PARTITION BY t.id ORDER BY t.fare) AS r FROM trips t "
+            "WHERE t.fare > 1 AND t.vendor IN (SELECT z.vendor FROM zones z WHERE z.zone > 'a')",
+            "t.id",
+            "z (via z.vendor = t.vendor)",
         ),
     ],
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from icemv.identifiers import Identifier
 from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis
 from icemv.sql.keys import KEY_META, REACH_META
 
@@ -35,6 +36,10 @@ def operator_rules(analysis: MaintainableAnalysis) -> list[str]:
                 f"table {_table(table)}: read whole; its changes reach the key through "
                 f"{table.alias_or_name}.{reach.column} = {reach.parent}.{reach.parent_column}"
             )
+        elif Identifier((table.db,), table.name) in analysis.recompute_on and (
+            keyed or table.find_ancestor(exp.Subquery, exp.Exists) is not None
+        ):
+            lines.append(f"table {_table(table)}: read whole; a change to it recomputes the view")
         else:
             lines.append(f"table {_table(table)}: delta rows (linear)")
     for join in analysis.query.find_all(exp.Join):

@@ -28,7 +28,7 @@ from icemv.errors import ViewSqlError
 from icemv.identifiers import Identifier
 from icemv.sql.constructs import unsupported_constructs
 from icemv.sql.exact_case import ExactCase
-from icemv.sql.keys import KeyClass, key_class
+from icemv.sql.keys import KeyClass, clear_keys, key_class
 from icemv.sql.memo import Memo
 from icemv.sql.normalise import normalise
 from icemv.sql.parse import parse_query, table_references
@@ -302,13 +302,16 @@ def _analysed(
     recompute_on: frozenset[Identifier] = frozenset()
     if reasons and set(reasons) <= _KEYED:
         found = key_class(query)
-        if isinstance(found, KeyClass):
-            keyed, reasons = found, []
+        filtered = filter_subquery_sources(query) if reasons == ["subquery"] else None
+        if isinstance(filtered, frozenset) and (
+            not isinstance(found, KeyClass) or filtered <= found.recompute_on
+        ):  # linear in the outer tables, recomputed on no more sources than the keys
+            recompute_on, reasons, details = filtered, [], []
+            clear_keys(query)
+        elif isinstance(found, KeyClass):
+            keyed, reasons, recompute_on = found, [], found.recompute_on
         else:
             details.append(f"no affected keys: {found}")
-            filtered = filter_subquery_sources(query) if reasons == ["subquery"] else None
-            if isinstance(filtered, frozenset):
-                recompute_on, reasons, details = filtered, [], []
     if reasons:
         return NotMaintainable(
             tuple(reasons), tuple(details), tuple(sources), rewrites=normalised.rewrites

@@ -189,15 +189,12 @@ def _reached_keys(table: exp.Table, changes: exp.Table, inputs: DeltaInputs) -> 
     """The keys the change rows of a table read whole reach: its rows joined along its
     reach (sql/key_check.py) to a keyed occurrence, every table on the way at the new
     snapshot, null-safely (a superset of the `=` matches)."""
-    select = table.parent_select
-    assert select is not None
-    by_alias = {t.alias_or_name: t for t in select.find_all(exp.Table) if t.parent_select is select}
     here = "__icemv_r0"
     keys = exp.select().from_(changes.as_(here, quoted=True))
     step, hop = table, 0
     while step.meta.get(KEY_META) is None:
         reach: Reach = step.meta[REACH_META]
-        parent = by_alias[reach.parent]
+        parent = _in_scope(step, reach.parent)
         hop += 1
         there = f"__icemv_r{hop}"
         on = exp.NullSafeEQ(
@@ -211,6 +208,18 @@ def _reached_keys(table: exp.Table, changes: exp.Table, inputs: DeltaInputs) -> 
         step, here = parent, there
     column = exp.column(step.meta[KEY_META], table=here, quoted=True)
     return keys.select(exp.alias_(column, KEY, quoted=True), copy=False)
+
+
+def _in_scope(table: exp.Table, alias: str) -> exp.Table:
+    """The table occurrence `alias` names where `table` stands: in its own SELECT, else in
+    the nearest enclosing one (a correlated subquery's reach is in the outer SELECT)."""
+    select = table.parent_select
+    while select is not None:
+        for found in select.find_all(exp.Table):
+            if found.parent_select is select and found.alias_or_name == alias:
+                return found
+        select = select.parent_select
+    raise KeyError(alias)
 
 
 def keyed_delta(query: exp.Query, inputs: DeltaInputs) -> exp.Query | None:

@@ -28,6 +28,13 @@ E is, as follows; anything else is refused with the reason:
   so they extend E for what the same SELECT evaluates after it (windows, GROUP BY,
   DISTINCT, the projection). A conjunct of an outer SELECT never extends the E of the rows
   a window or aggregate below it saw.
+- key or NULL: each relation also carries N, the expressions equal to its rows' key or NULL
+  on every row: the padded side's E and N after a LEFT (RIGHT) JOIN, both sides' after a
+  FULL JOIN. A member of N links a join, a correlation or `x IN (SELECT y)` (positive, as
+  below) only by a strict `=`: a NULL matches nothing in Q or in any Q(..|k), a value k
+  only rows of key k. A WHERE or inner-join conjunct `x = y` or `x IS NOT NULL` makes x
+  non-NULL on every row it passes, so x in N is then in E. N never serves a window, an
+  inner GROUP BY or DISTINCT: their NULL partition would span keys.
 - a window: its PARTITION BY must hold a member of E (each partition then lies within one
   key). An inner GROUP BY and an inner DISTINCT likewise, by a member of E in the keys
   (the outputs); LIMIT inside, grouping sets inside, a global inner aggregate: refused.
@@ -68,13 +75,22 @@ nearest to a is in the change of its own table, whose path (or key) finds k. NUL
 satisfy `=`, so the path joins null-safely only where the SELECT does (a superset either
 way is fine: a key touched for nothing recomputes to the same rows).
 
+A subquery expression over tables read whole only (nested ones included) is the same
+relation for every key: for a row of key k it has the same value in Q(..|k, whole) as in Q,
+whatever it computes and wherever it stands (NOT IN, CASE, a scalar in the projection).
+Correlated, it is allowed when it reads one table s and its WHERE has a top-level conjunct
+`s.x = o.y` (or `<=>`) with o a keyed or reached table of the enclosing SELECT: a changed
+row of s changes the subquery only for outer rows with o.y = s.x, which is s's reach.
+Uncorrelated, a change to its tables may flip every row; they are returned as recomputed
+on (a change to one refreshes the view in full, as sql/subquery_filters.py does).
+
 The root SELECT needs only to decompose; an aggregate at the root merges the delta of its
 input rows (sql/delta.py, `pre_aggregation_delta`). Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -97,15 +113,26 @@ class Reach:
     parent_column: str
 
 
-def check_keys(query: exp.Select, assignment: Mapping[int, str]) -> dict[int, Reach]:
+@dataclass(frozen=True)
+class KeyProof:
+    """What the check found beside the decomposition: the reach of each table occurrence
+    read whole (by `id`), and the occurrences read only by uncorrelated subqueries over
+    tables read whole, whose changes no key bounds (a change to one recomputes the view)."""
+
+    reach: dict[int, Reach]
+    recompute: frozenset[int]
+
+
+def check_keys(query: exp.Select, assignment: Mapping[int, str]) -> KeyProof:
     """Raise `NoKey` unless `query` decomposes with each table occurrence (by `id`) keyed
-    by the column `assignment` gives it, the others read whole; the reach of each of those."""
+    by the column `assignment` gives it, the others read whole; how their changes reach
+    the key."""
     root = build_scope(query)
     if root is None:
         raise NoKey("the query has no scope")
     check = _Check(assignment)
     check.relation(root, outer={}, is_root=True)
-    return check.reach
+    return KeyProof(check.reach, frozenset(check.recompute))
 
 
 def _canon(node: exp.Expr) -> str:
@@ -168,6 +195,56 @@ def _links(left: set[str], right: set[str], equalities: Iterable[tuple[str, str]
     return any((a in left and b in right) or (b in left and a in right) for a, b in equalities)
 
 
+def _strict(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str]]:
+    """`x = y` conjuncts (not `<=>`) without subqueries: true only where x and y are not NULL."""
+    return [
+        (_canon(c.this), _canon(c.expression))
+        for c in conjuncts
+        if isinstance(c, exp.EQ) and c.find(exp.Query) is None
+    ]
+
+
+def _linked(left: _Keys, right: _Keys, conjuncts: Sequence[exp.Expr]) -> bool:
+    """Some conjunct equates the two sides' keys: `a = b` or `a <=> b` with a, b in E, or
+    `a = b` (strict) with a, b in E or N (a NULL matches nothing, a value only its key)."""
+    return _links(left.exact, right.exact, _equalities(conjuncts)) or _links(
+        left.exact | left.nullable, right.exact | right.nullable, _strict(conjuncts)
+    )
+
+
+def _non_null(conjuncts: Iterable[exp.Expr]) -> set[str]:
+    """Expressions not NULL on every row these conjuncts pass: both sides of `x = y`, and x
+    of `x IS NOT NULL`."""
+    found: set[str] = set()
+    for c in conjuncts:
+        if c.find(exp.Query) is not None:
+            continue
+        if isinstance(c, exp.EQ):
+            found |= {_canon(c.this), _canon(c.expression)}
+        elif (
+            isinstance(c, exp.Not)
+            and isinstance(c.this, exp.Is)
+            and isinstance(c.this.expression, exp.Null)
+        ):
+            found.add(_canon(c.this.this))
+    return found
+
+
+@dataclass
+class _Keys:
+    """E and N of a relation: expressions equal (null-safely) to the key on every row, and
+    expressions equal to it or NULL on every row (an outer join's padded side)."""
+
+    exact: set[str]
+    nullable: set[str]
+
+    def filtered(self, conjuncts: list[exp.Expr]) -> _Keys:
+        """After a filter by `conjuncts` (a WHERE, an inner join's ON): a member of N that
+        they make non-NULL equals the key, and their equalities extend E."""
+        exact = self.exact | (self.nullable & _non_null(conjuncts))
+        return _Keys(_closure(exact, _equalities(conjuncts)), self.nullable - exact)
+
+
 def _closure(members: set[str], equalities: list[tuple[str, str]]) -> set[str]:
     grown = set(members)
     changed = True
@@ -198,30 +275,31 @@ class _Check:
     def __init__(self, assignment: Mapping[int, str]) -> None:
         self.assignment = assignment
         self.reach: dict[int, Reach] = {}
+        self.recompute: set[int] = set()
 
-    def relation(
-        self, scope: Scope, outer: Mapping[str, set[str]], is_root: bool = False
-    ) -> set[str]:
-        """E of the SELECT's output rows (output column names), after checking that it
-        decomposes. `outer`: E of the enclosing row, by alias, for a correlated subquery
+    def relation(self, scope: Scope, outer: Mapping[str, set[str]], is_root: bool = False) -> _Keys:
+        """E and N of the SELECT's output rows (output column names), after checking that
+        it decomposes. `outer`: E of the enclosing row, by alias, for a correlated subquery
         that the caller already found keyed by its correlation (then its own aggregates
         and windows see one key's rows only and are not constrained)."""
         select = scope.expression
         if not isinstance(select, exp.Select):
             raise NoKey(f"a set operation inside the query: {_text(select)}")
-        members = self.rows(scope)
-        self._subqueries(scope, select, members)
+        keys = self.rows(scope)
+        self._subqueries(scope, select, keys)
         if not outer:
-            self._constraints(select, members, is_root)
-        outputs = set()
+            self._constraints(select, keys.exact, is_root)
+        outputs = _Keys(set(), set())
         for projection in select.expressions:
-            inner = projection.this if isinstance(projection, exp.Alias) else projection
-            if _canon(inner) in members:
-                outputs.add(projection.alias_or_name)
+            inner = _canon(projection.this if isinstance(projection, exp.Alias) else projection)
+            if inner in keys.exact:
+                outputs.exact.add(projection.alias_or_name)
+            elif inner in keys.nullable:
+                outputs.nullable.add(projection.alias_or_name)
         return outputs
 
-    def rows(self, scope: Scope) -> set[str]:
-        """E of the rows a SELECT's WHERE passes: its FROM and joins, then the WHERE."""
+    def rows(self, scope: Scope) -> _Keys:
+        """E and N of the rows a SELECT's WHERE passes: its FROM and joins, then the WHERE."""
         select = scope.expression
         assert isinstance(select, exp.Select)
         from_ = select.args.get("from_")
@@ -237,7 +315,7 @@ class _Check:
             for c in where_conjuncts
             if c.find(exp.Query) is None and _aliases(c) <= local and not _aliases(c) & padded
         ]
-        members = self._source(scope, from_.this)
+        keys = self._source(scope, from_.this)
         first = from_.this.alias_or_name
         joined = {first}
         whole = {first} if self._whole(scope, from_.this) else set()
@@ -247,13 +325,12 @@ class _Check:
             right = self._source(scope, join.this)
             right_whole, left_whole = self._whole(scope, join.this), joined <= whole
             # WHERE conjuncts on the rows joined so far hold before this join already.
-            here = [c for c in usable if _aliases(c) <= joined]
-            members = _closure(members, _equalities(here))
+            keys = keys.filtered([c for c in usable if _aliases(c) <= joined])
             side, kind = (join.side or "").upper(), (join.kind or "").upper()
             on = _conjuncts(join.args.get("on"))
             if join.args.get("using"):
                 raise NoKey(f"a join with USING: {_text(join)}")
-            linked = _links(members, right, _equalities(on))
+            linked = _linked(keys, right, on)
             pairs = _both_ways(_column_pairs(on))
             if kind in ("SEMI", "ANTI") or side == "LEFT":
                 # From the preserved side to the padded one; a whole right side only matches.
@@ -263,30 +340,35 @@ class _Check:
                 if not (right_whole or linked):
                     what = "a semi or anti join" if kind in ("SEMI", "ANTI") else "an outer join"
                     raise NoKey(f"{what} not on the key: {_text(join)}")
+                if side == "LEFT":  # the right side's key, or NULL where padded
+                    keys = _Keys(keys.exact, keys.nullable | right.exact | right.nullable)
             elif side == "RIGHT":
                 edges += [e for e in pairs if e[0] == alias and e[2] in joined]
                 if right_whole and not left_whole:
                     raise NoKey(f"a table read whole on the preserved side: {_text(join)}")
                 if not (left_whole or linked):
                     raise NoKey(f"an outer join not on the key: {_text(join)}")
-                members = right
+                keys = _Keys(right.exact, right.nullable | keys.exact | keys.nullable)
             elif side == "FULL":
                 if left_whole != right_whole:
                     raise NoKey(f"a full outer join of a table read whole: {_text(join)}")
                 if not (left_whole or linked):
                     raise NoKey(f"an outer join not on the key: {_text(join)}")
-                members = {
+                exact = {
                     _canon(exp.Coalesce(this=exp.maybe_parse(a), expressions=[exp.maybe_parse(b)]))
-                    for a, b in [*((m, r) for m in members for r in right),
-                                 *((r, m) for m in members for r in right)]
+                    for a, b in [*((m, r) for m in keys.exact for r in right.exact),
+                                 *((r, m) for m in keys.exact for r in right.exact)]
                 }  # fmt: skip
+                nullable = keys.exact | keys.nullable | right.exact | right.nullable
+                keys = _Keys(exact, nullable)
             else:
                 edges += pairs
                 here = [c for c in usable if _aliases(c) <= joined | {alias}]
                 keyed_both = not (right_whole or left_whole)
-                if keyed_both and not (linked or _links(members, right, _equalities(here))):
+                if keyed_both and not (linked or _linked(keys, right, here)):
                     raise NoKey(f"a join not on the key: {_text(join)}")
-                members = _closure(members | right, _equalities(on))
+                keys = _Keys(keys.exact | right.exact, keys.nullable | right.nullable)
+                keys = keys.filtered(on)
             joined.add(alias)
             if right_whole:
                 whole.add(alias)
@@ -295,8 +377,7 @@ class _Check:
                 raise NoKey(f"a SELECT that reads no keyed table: {_text(select)}")
             edges += _both_ways(_column_pairs(where_conjuncts))
             self._reach(scope, joined - whole, whole, edges)
-        own = [c for c in where_conjuncts if _aliases(c) <= local]
-        return _closure(members, _equalities(own))
+        return keys.filtered([c for c in where_conjuncts if _aliases(c) <= local])
 
     def _whole(self, scope: Scope, node: exp.Expr) -> bool:
         """Whether `node` is a table occurrence without a key column: read whole."""
@@ -342,17 +423,21 @@ class _Check:
             seen.append(join.this.alias_or_name)
         return padded
 
-    def _source(self, scope: Scope, node: exp.Expr) -> set[str]:
+    def _source(self, scope: Scope, node: exp.Expr) -> _Keys:
         alias = node.alias_or_name
         source = scope.sources.get(alias)
         if isinstance(node, exp.Table) and isinstance(source, exp.Table):
             key = self.assignment.get(id(source))
-            return set() if key is None else {_column(alias, key)}
+            return _Keys(set() if key is None else {_column(alias, key)}, set())
         if isinstance(source, Scope):
-            return {_column(alias, name) for name in self.relation(source, outer={})}
+            outputs = self.relation(source, outer={})
+            return _Keys(
+                {_column(alias, name) for name in outputs.exact},
+                {_column(alias, name) for name in outputs.nullable},
+            )
         raise NoKey(f"a source that is neither a table nor a query: {_text(node)}")
 
-    def _subqueries(self, scope: Scope, select: exp.Select, members: set[str]) -> None:
+    def _subqueries(self, scope: Scope, select: exp.Select, keys: _Keys) -> None:
         where = select.args.get("where")
         for sub in scope.subquery_scopes:
             inner = sub.expression
@@ -362,7 +447,15 @@ class _Check:
             in_projection = any(inside(inner, p) for p in select.expressions)
             if not (in_where or in_projection):
                 raise NoKey(f"a subquery outside the WHERE and the projection: {_text(inner)}")
-            if self._correlated_on_key(sub, scope, members):
+            if self._correlated_on_key(sub, scope, keys):
+                continue
+            positive = (
+                isinstance(holder, exp.In)
+                and isinstance(where, exp.Where)
+                and in_where
+                and positive_in(holder, where)
+            )
+            if self._read_whole(sub, scope, positive):
                 continue
             if sub.external_columns:
                 raise NoKey(f"a subquery correlated on other columns than the key: {_text(inner)}")
@@ -371,14 +464,16 @@ class _Check:
             if not positive_in(holder, where):
                 why = "IN (SELECT ...) under NOT, CASE or a comparison is null-aware"
                 raise NoKey(f"{why}: {_text(holder)}")
-            if _canon(holder.this) not in members:
+            # TRUE only where x equals some y, neither NULL: a member of E or N on both sides.
+            if _canon(holder.this) not in keys.exact | keys.nullable:
                 raise NoKey(f"IN (SELECT ...) not on the key: {_text(holder)}")
             if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
                 raise NoKey(f"IN over a set operation or several columns: {_text(holder)}")
-            if inner.expressions[0].alias_or_name not in self.relation(sub, outer={}):
+            outputs = self.relation(sub, outer={})
+            if inner.expressions[0].alias_or_name not in outputs.exact | outputs.nullable:
                 raise NoKey(f"IN (SELECT ...) of a column that is not the key: {_text(holder)}")
 
-    def _correlated_on_key(self, sub: Scope, scope: Scope, outer_members: set[str]) -> bool:
+    def _correlated_on_key(self, sub: Scope, scope: Scope, outer_keys: _Keys) -> bool:
         """A subquery whose WHERE has `inner = outer` with inner its key, outer the row's:
         checked as a relation of its own, its aggregates and windows unconstrained."""
         inner = sub.expression
@@ -395,13 +490,91 @@ class _Check:
             if isinstance(c, exp.EQ | exp.NullSafeEQ)
             and any(col.table in outer_aliases for col in c.find_all(exp.Column))
         ]
-        if not correlations:
+        if not correlations or self._whole_tables(sub) is not None:
             return False
-        local = self.rows(sub)
-        if not _links(local, outer_members, _equalities(correlations)):
+        if not _linked(self.rows(sub), outer_keys, correlations):
             return False
-        self.relation(sub, outer={alias: outer_members for alias in outer_aliases})
+        self.relation(sub, outer={alias: outer_keys.exact for alias in outer_aliases})
         return True
+
+    def _whole_tables(self, sub: Scope) -> list[exp.Table] | None:
+        """The table occurrences a subquery reads, nested ones included, if it reads some
+        and none is keyed; else None."""
+        tables = [
+            source
+            for nested in sub.traverse()
+            for source in nested.sources.values()
+            if isinstance(source, exp.Table)
+        ]
+        if not tables or any(id(table) in self.assignment for table in tables):
+            return None
+        return tables
+
+    def _read_whole(self, sub: Scope, scope: Scope, positive_in: bool) -> bool:
+        """A subquery over tables read whole only: for a row of key k its value is the same
+        in Q(r|k, whole) as in Q, whatever it computes and wherever it stands (NOT, CASE, a
+        projection), since it reads no keyed row. Its changes are bounded by the key when
+        it reads one table s and either its WHERE has a conjunct `s.x = o.y` (or `<=>`), o
+        a keyed or reached table of the enclosing SELECT (a changed row of s changes the
+        subquery's value only for outer rows with o.y = s.x), or it is `o.y IN (SELECT s.x
+        FROM s ...)` in a positive place of the WHERE (`positive_in`: only its truth counts,
+        TRUE where some row has s.x = o.y, so a changed row of s flips it only for outer rows
+        with o.y = s.x). Otherwise a change to its tables may change every row: they are
+        recomputed on."""
+        tables = self._whole_tables(sub)
+        if tables is None:
+            return False
+        nested = [s for s in sub.traverse() if s is not sub]
+        if any(s.external_columns for s in nested):
+            return False  # correlated deeper in: not checked here
+        reach = None if nested else self._whole_reach(sub, scope, positive_in)
+        if reach is not None:
+            self.reach[id(tables[0])] = reach
+            return True
+        if sub.external_columns:
+            return False
+        self.recompute |= {id(table) for table in tables}
+        return True
+
+    def _whole_reach(self, sub: Scope, scope: Scope, positive_in: bool) -> Reach | None:
+        """The reach of a one-table subquery read whole, by `_read_whole`'s two forms."""
+        inner = sub.expression
+        table = next(iter(sub.sources.values()), None)
+        if len(sub.sources) != 1 or not isinstance(table, exp.Table):
+            return None
+        if not isinstance(inner, exp.Select):
+            return None
+
+        def anchored(alias: str) -> bool:
+            parent = scope.sources.get(alias)
+            return isinstance(parent, exp.Table) and (
+                id(parent) in self.assignment or id(parent) in self.reach
+            )
+
+        alias = table.alias_or_name
+        if sub.external_columns:
+            where = inner.args.get("where")
+            for a, x, o, y in _both_ways(_column_pairs(_conjuncts(where.this if where else None))):
+                if a == alias and anchored(o):
+                    return Reach(x, o, y)
+            return None
+        holder = inner.parent.parent if isinstance(inner.parent, exp.Subquery) else inner.parent
+        if not positive_in or not isinstance(holder, exp.In) or len(inner.expressions) != 1:
+            return None
+        output = inner.expressions[0]
+        output = output.this if isinstance(output, exp.Alias) else output
+        outer = holder.this
+        plain = not any(inner.args.get(a) for a in ("group", "having", "limit", "offset"))
+        plain = plain and not (_own(inner, exp.AggFunc) or _own(inner, exp.Window))
+        if (
+            plain
+            and isinstance(output, exp.Column)
+            and output.table == alias
+            and isinstance(outer, exp.Column)
+            and anchored(outer.table)
+        ):
+            return Reach(output.name, outer.table, outer.name)
+        return None
 
     def _constraints(self, select: exp.Select, members: set[str], is_root: bool) -> None:
         windows = _own(select, exp.Window)

@@ -33,7 +33,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from icemv.identifiers import Identifier
-from icemv.sql.key_check import NoKey, Reach, check_keys
+from icemv.sql.key_check import KeyProof, NoKey, check_keys
 
 KEY_META = "icemv_key"
 REACH_META = "icemv_reach"  # a whole table's `Reach` (sql/key_check.py)
@@ -53,6 +53,9 @@ class KeyClass:
     nonlinear: frozenset[Identifier]
     # "alias (via alias.column = parent.column)", one per occurrence read whole.
     whole: tuple[str, ...] = ()
+    # Sources read by uncorrelated subqueries over tables read whole: no key bounds what
+    # a change to one touches, so it recomputes the view (sql/key_check.py).
+    recompute_on: frozenset[Identifier] = frozenset()
 
     def describe(self) -> str:
         keyed = " = ".join(dict.fromkeys(self.columns))
@@ -95,6 +98,13 @@ def key_class(query: exp.Query) -> KeyClass | str:
         return str(why)
 
 
+def clear_keys(query: exp.Query) -> None:
+    """Remove the tags `key_class` left (the view is maintained by another rule)."""
+    for table in query.find_all(exp.Table):
+        table.meta.pop(KEY_META, None)
+        table.meta.pop(REACH_META, None)
+
+
 # Choices of key columns tried per class of equated columns, at most.
 _MAX_CHOICES = 256
 # Choices that key only some table occurrences, tried at most (over every class).
@@ -106,6 +116,7 @@ class _KeySearch:
         self.query = query
         self.classes = _Classes()
         self.tables: dict[int, exp.Table] = {}
+        self.in_subqueries: set[int] = set()  # occurrences inside subquery expressions
 
     def run(self) -> KeyClass:
         for scope in traverse_scope(self.query):
@@ -116,11 +127,11 @@ class _KeySearch:
         partial: list[NoKey] = []
         for choice in self._choices():
             try:
-                reach = check_keys(self.query, choice)
+                proof = check_keys(self.query, choice)
             except NoKey as why:
                 (full if len(choice) == len(self.tables) else partial).append(why)
                 continue
-            return self._tag(choice, reach)
+            return self._tag(choice, proof)
         default = NoKey("no key column that every table, join and window shares")
         raise (full or partial or [default])[0]
 
@@ -148,9 +159,13 @@ class _KeySearch:
             if node[0] in self.tables:
                 fallback.setdefault(node[0], node[1])
         yield fallback
-        partial = sorted(
-            (p for p in members.values() if set(p) != set(self.tables)), key=len, reverse=True
-        )
+        # Without the occurrences read by subquery expressions: those read whole.
+        outside = [
+            {i: c for i, c in p.items() if i not in self.in_subqueries} for p in members.values()
+        ]
+        candidates = [p for p in members.values() if set(p) != set(self.tables)]
+        candidates += [p for p in outside if p and len(p) < len(self.tables)]
+        partial = sorted(candidates, key=len, reverse=True)
         ids_of = [list(p) for p in partial]
         products = (
             dict(zip(ids, picked, strict=True))
@@ -159,7 +174,7 @@ class _KeySearch:
         )
         yield from itertools.islice(products, _MAX_PARTIAL)
 
-    def _tag(self, chosen: dict[int, str], reach: dict[int, Reach]) -> KeyClass:
+    def _tag(self, chosen: dict[int, str], proof: KeyProof) -> KeyClass:
         columns, whole = [], []
         for table_id, table in self.tables.items():
             table.meta.pop(KEY_META, None)
@@ -167,8 +182,8 @@ class _KeySearch:
             if table_id in chosen:
                 table.meta[KEY_META] = chosen[table_id]
                 columns.append(f"{table.alias_or_name}.{chosen[table_id]}")
-            else:
-                path = reach[table_id]
+            elif table_id in proof.reach:
+                path = proof.reach[table_id]
                 table.meta[REACH_META] = path
                 whole.append(
                     f"{table.alias_or_name} (via {table.alias_or_name}.{path.column} = "
@@ -180,7 +195,11 @@ class _KeySearch:
             for table_id, table in self.tables.items()
             if table_id not in linear
         )
-        return KeyClass(tuple(columns), nonlinear, tuple(whole))
+        recompute_on = frozenset(
+            Identifier((self.tables[table_id].db,), self.tables[table_id].name)
+            for table_id in proof.recompute
+        )
+        return KeyClass(tuple(columns), nonlinear, tuple(whole), recompute_on)
 
     def _linear(self) -> set[int]:
         """Table occurrences of the top SELECT itself that no outer join pads with NULLs,
@@ -205,6 +224,8 @@ class _KeySearch:
         for source in scope.sources.values():
             if isinstance(source, exp.Table):
                 self.tables[id(source)] = source
+                if _under_subquery(scope):
+                    self.in_subqueries.add(id(source))
                 for column in scope.columns:
                     if column.table == source.alias_or_name:
                         self.classes.find((id(source), column.name))
@@ -242,6 +263,16 @@ class _KeySearch:
                 left = self._node(scope, membership.this)
                 if left is not None:
                     self.classes.union(left, (id(inner), inner.expressions[0].alias_or_name))
+
+
+def _under_subquery(scope: Scope) -> bool:
+    """Whether the scope is a subquery expression's (scalar, EXISTS, IN) or inside one."""
+    walk: Scope | None = scope
+    while walk is not None:
+        if walk.is_subquery:
+            return True
+        walk = walk.parent
+    return False
 
 
 def _own(select: exp.Select, kind: type[exp.Expr]) -> list[exp.Expr]:
