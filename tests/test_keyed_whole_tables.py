@@ -111,6 +111,21 @@ EDGES = {
         "SELECT c.c_id, count(*) OVER (PARTITION BY c.c_segment) AS peers FROM customers c "
         "WHERE c.c_nation IN (SELECT n.n_id FROM nations n WHERE n.n_name <> 'PERU')"
     ),
+    # A derived relation anchors a table read whole: nations reached through q's output.
+    "derived_anchor": (
+        "SELECT q.o_id, q.rn, n.n_name FROM (SELECT o.o_id, o.o_cust, c.c_nation, "
+        "row_number() OVER (PARTITION BY o.o_cust ORDER BY o.o_id) AS rn FROM orders o "
+        "JOIN customers c ON o.o_cust = c.c_id) q LEFT JOIN nations n ON q.c_nation = n.n_id"
+    ),
+    # Aggregates whose output lacks a group key: their groups kept as rows by that key.
+    "groups_as_rows": (
+        "SELECT count(*) AS n, sum(l.l_price) AS revenue, max(l.l_ship) AS last_ship "
+        "FROM lines l GROUP BY l.l_order"
+    ),
+    "joined_groups_as_rows": (
+        "SELECT max(o.o_status) AS top_status, count(*) AS n FROM orders o JOIN customers c "
+        "ON o.o_cust = c.c_id GROUP BY c.c_segment HAVING count(*) > 1"
+    ),
     # An uncorrelated NOT IN over a table read whole: recomputed when nations changes.
     "whole_not_in": (
         "SELECT c.c_id, count(*) OVER (PARTITION BY c.c_segment) AS peers FROM customers c "
@@ -121,7 +136,8 @@ EDGES = {
 WHOLE: dict[str, str | None] = {
     "left_chain": "c", "left_chain_aggregate": "c", "joined_window": "o",
     "full_then_inner": None, "padded_exists": None, "whole_not_exists": "o", "whole_in": "n",
-    "whole_not_in": None,
+    "whole_not_in": None, "groups_as_rows": None, "joined_groups_as_rows": "o",
+    "derived_anchor": "n",
 }  # fmt: skip
 # Views that recompute when one of these tables changed (a subquery no key bounds).
 RECOMPUTED_ON = {"whole_not_in": "nations"}

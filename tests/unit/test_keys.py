@@ -123,11 +123,6 @@ def test_keyed_queries(sql: str, key: str) -> None:
             "correlated on other columns than the key",
         ),
         (
-            "SELECT t.vendor, z.zone FROM (SELECT vendor, sum(fare) AS s FROM trips "
-            "GROUP BY vendor) t JOIN zones z ON t.s = z.id",
-            "a join not on the key",
-        ),
-        (
             "SELECT vendor, count(*) AS n, rank() OVER (PARTITION BY vendor ORDER BY count(*)) "
             "AS r FROM trips GROUP BY vendor",
             "window over the grouped rows",
@@ -306,6 +301,20 @@ def test_changes_to_a_linear_side_need_no_keys(sql: str, nonlinear: set[str]) ->
             "t.id",
             "z (via z.vendor = t.vendor)",
         ),
+        # A derived relation anchors the reach: read at the new snapshot, its key output
+        # is the key of every row a change to the whole table joins.
+        (
+            "SELECT t.vendor, z.zone FROM (SELECT vendor, sum(fare) AS s FROM trips "
+            "GROUP BY vendor) t JOIN zones z ON t.s = z.id",
+            "trips.vendor",
+            "z (via z.id = t.s)",
+        ),
+        (
+            "SELECT q.id, y.zone FROM (SELECT id, vendor, row_number() OVER (PARTITION BY "
+            "vendor ORDER BY fare, id) AS rn FROM trips) q LEFT JOIN zones y ON q.id = y.id",
+            "trips.vendor",
+            "y (via y.id = q.id)",
+        ),
         # A positive IN over a table read whole: only rows with that value can flip.
         (
             "SELECT t.id, rank() OVER (PARTITION BY t.id ORDER BY t.fare) AS r FROM trips t "
@@ -338,3 +347,18 @@ def test_explain_names_the_rule_of_each_operator() -> None:
     )
     assert "LEFT JOIN lake.nyc.zones AS y: affected keys" in text, text
     assert "aggregate median: the touched groups recomputed" in text, text
+
+
+def test_an_aggregate_without_its_group_key_is_kept_as_rows_of_its_groups() -> None:
+    analysis = analyse(
+        SOURCES,
+        "WITH c AS (SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor) "
+        "SELECT n * 2 AS n2 FROM c WHERE s > 3",
+        ("nyc",),
+    )
+    assert isinstance(analysis, RowsAnalysis) and analysis.keyed is not None
+    assert analysis.keyed.columns == ("trips.vendor",)
+    assert analysis.rewrites[-1] == "groups as rows (a group key not in the output)"
+    # No key class: a group key that is an expression only.
+    refused = analyse(SOURCES, "SELECT count(*) AS n FROM trips GROUP BY fare * 2", ("nyc",))
+    assert isinstance(refused, NotMaintainable) and refused.reasons == ("group-key-not-in-output",)

@@ -319,6 +319,8 @@ def _analysed(
     shaped = _shape(query, tuple(sources), normalised.rewrites, keyed)
     if isinstance(shaped, NotMaintainable):
         return shaped
+    if shaped.keyed is not None:  # the key class of the shape (groups as rows) also counts
+        recompute_on |= shaped.keyed.recompute_on
     shaped = replace(shaped, recompute_on=recompute_on)
     if top_n is None:
         return shaped
@@ -467,6 +469,11 @@ def _shape(
             # checked the view: `upper(key)` under GROUP BY key): recomputed per group.
             derived.append(name)
     if len(keys) != len(group_exprs):
+        grouped = _groups_as_rows(select, outputs)
+        if grouped is not None:
+            wrapper, found = grouped
+            rewrite = "groups as rows (a group key not in the output)"
+            return RowsAnalysis(wrapper, sources, outputs, (*rewrites, rewrite), found)
         missing = [g.sql("spark") for g in group_exprs if not any(k.expression == g for k in keys)]
         return NotMaintainable(
             ("group-key-not-in-output",),
@@ -486,6 +493,31 @@ def _shape(
         keyed=keyed,
         grouping_sets=grouping_sets,
     )
+
+
+def _groups_as_rows(
+    select: exp.Select, outputs: tuple[str, ...]
+) -> tuple[exp.Select, KeyClass] | None:
+    """An aggregate whose output lacks a group key has no storage row per group to merge
+    into; its rows are still maintained as rows when a group key is a key class of its
+    input (sql/keys.py): `SELECT outputs FROM (the aggregate) g` decomposes by that key (an
+    inner GROUP BY by the key), and the touched groups' rows are replaced. That wrapper and
+    its key class; None if no key class fits."""
+    if select.find(exp.Cube, exp.Rollup, exp.GroupingSets) or not select.args.get("group"):
+        return None
+    inner = select.copy()
+    inner.set("order", None)
+    alias = "__icemv_groups"
+    wrapper = exp.select(
+        *(
+            exp.alias_(exp.column(name, table=alias, quoted=True), name, quoted=True)
+            for name in outputs
+        )
+    ).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    )
+    found = key_class(wrapper)
+    return (wrapper, found) if isinstance(found, KeyClass) else None
 
 
 def _aggregate(position: int, node: exp.AggFunc) -> AggregateColumn:

@@ -187,11 +187,12 @@ def touched_keys_query(query: exp.Query, inputs: DeltaInputs) -> exp.Query | Non
 
 def _reached_keys(table: exp.Table, changes: exp.Table, inputs: DeltaInputs) -> exp.Select:
     """The keys the change rows of a table read whole reach: its rows joined along its
-    reach (sql/key_check.py) to a keyed occurrence, every table on the way at the new
-    snapshot, null-safely (a superset of the `=` matches)."""
+    reach (sql/key_check.py) to a keyed occurrence or derived relation, every table on the
+    way at the new snapshot, null-safely (a superset of the `=` matches)."""
     here = "__icemv_r0"
     keys = exp.select().from_(changes.as_(here, quoted=True))
-    step, hop = table, 0
+    step: exp.Table | exp.Subquery = table
+    hop = 0
     while step.meta.get(KEY_META) is None:
         reach: Reach = step.meta[REACH_META]
         parent = _in_scope(step, reach.parent)
@@ -201,22 +202,29 @@ def _reached_keys(table: exp.Table, changes: exp.Table, inputs: DeltaInputs) -> 
             this=exp.column(reach.column, table=here, quoted=True),
             expression=exp.column(reach.parent_column, table=there, quoted=True),
         )
-        source = _identifier(parent)
-        keys = keys.join(
-            exp.Join(this=inputs.table(source, inputs.new[source], there), on=on), copy=False
-        )
+        if isinstance(parent, exp.Subquery):  # a derived relation, at the new snapshots
+            pinned = inputs.pinned(parent.this, inputs.new)
+            relation: exp.Expr = exp.Subquery(
+                this=pinned, alias=exp.TableAlias(this=exp.to_identifier(there, quoted=True))
+            )
+        else:
+            source = _identifier(parent)
+            relation = inputs.table(source, inputs.new[source], there)
+        keys = keys.join(exp.Join(this=relation, on=on), copy=False)
         step, here = parent, there
     column = exp.column(step.meta[KEY_META], table=here, quoted=True)
     return keys.select(exp.alias_(column, KEY, quoted=True), copy=False)
 
 
-def _in_scope(table: exp.Table, alias: str) -> exp.Table:
-    """The table occurrence `alias` names where `table` stands: in its own SELECT, else in
-    the nearest enclosing one (a correlated subquery's reach is in the outer SELECT)."""
-    select = table.parent_select
+def _in_scope(node: exp.Expr, alias: str) -> exp.Table | exp.Subquery:
+    """The table occurrence or derived relation `alias` names where `node` stands: in its
+    own SELECT, else in the nearest enclosing one (a correlated subquery's reach is in the
+    outer SELECT)."""
+    select = node.parent_select
     while select is not None:
-        for found in select.find_all(exp.Table):
+        for found in select.find_all(exp.Table, exp.Subquery):
             if found.parent_select is select and found.alias_or_name == alias:
+                assert isinstance(found, exp.Table | exp.Subquery)
                 return found
         select = select.parent_select
     raise KeyError(alias)

@@ -67,11 +67,14 @@ join); either way the rows of that view row satisfy the SELECT's equalities. So 
 table needs a *reach*: an equality `w.x = p.y` to a table p of the same SELECT that holds
 on every row where W's row is present (an inner join's ON or a WHERE conjunct, both ways;
 an outer join's ON from the preserved side to the padded one), p keyed or itself reached,
-ending at a keyed table a. The keys a change ΔW touches are then a's key over the rows of
-ΔW joined along that path with every table at the new snapshot (sql/delta.py): for a view
+ending at a keyed table a, or at a derived relation a with an output in its E (its key).
+The keys a change ΔW touches are then a's key over the rows of ΔW joined along that path
+with every table (and derived relation) at the new snapshot (sql/delta.py): for a view
 row affected through W's row w, take the path w, p, .., a in it; if every row past w is
 unchanged it is there at the new snapshot and the join finds k; else the changed row
-nearest to a is in the change of its own table, whose path (or key) finds k. NULLs never
+nearest to a is in the change of its own table, whose path (or key) finds k, or is a
+changed row of the derived relation a, whose key k some change under a touched (a
+decomposes by key: a row of a(..|k) moves only if a row of key k does). NULLs never
 satisfy `=`, so the path joins null-safely only where the SELECT does (a superset either
 way is fine: a key touched for nothing recomputes to the same rows).
 
@@ -121,6 +124,8 @@ class KeyProof:
 
     reach: dict[int, Reach]
     recompute: frozenset[int]
+    # Derived relations (their Subquery node's `id`) a reach ends at: their key output.
+    anchors: dict[int, str]
 
 
 def check_keys(query: exp.Select, assignment: Mapping[int, str]) -> KeyProof:
@@ -132,7 +137,7 @@ def check_keys(query: exp.Select, assignment: Mapping[int, str]) -> KeyProof:
         raise NoKey("the query has no scope")
     check = _Check(assignment)
     check.relation(root, outer={}, is_root=True)
-    return KeyProof(check.reach, frozenset(check.recompute))
+    return KeyProof(check.reach, frozenset(check.recompute), check.anchors)
 
 
 def _canon(node: exp.Expr) -> str:
@@ -276,6 +281,8 @@ class _Check:
         self.assignment = assignment
         self.reach: dict[int, Reach] = {}
         self.recompute: set[int] = set()
+        self.derived_keys: dict[int, set[str]] = {}  # E of each derived relation's outputs
+        self.anchors: dict[int, str] = {}  # derived relations (Subquery) that end a reach
 
     def relation(self, scope: Scope, outer: Mapping[str, set[str]], is_root: bool = False) -> _Keys:
         """E and N of the SELECT's output rows (output column names), after checking that
@@ -392,11 +399,13 @@ class _Check:
         edges: list[tuple[str, str, str, str]],
     ) -> None:
         """A reach for every whole table of this SELECT, nearest the keyed tables first;
-        raise `NoKey` for one that no equality reaches. Only tables anchor a path (a
-        derived relation has no key column of its own to read)."""
-        anchors = {alias for alias in keyed if isinstance(scope.sources.get(alias), exp.Table)}
-        reached = set(anchors)
-        frontier = sorted(anchors)
+        raise `NoKey` for one that no equality reaches. A keyed table anchors a path, and so
+        does a derived relation with an output in its E (read at the new snapshot, it gives
+        that output as the key: a changed row of it is one of a touched key, as the query
+        decomposes)."""
+        anchors = {alias: self._anchor(scope, alias) for alias in keyed}
+        reached = {alias for alias, anchor in anchors.items() if anchor is not None}
+        frontier = sorted(reached)
         while frontier:
             parent = frontier.pop(0)
             for source, column, target, target_column in edges:
@@ -404,11 +413,26 @@ class _Check:
                     table = scope.sources[target]
                     assert isinstance(table, exp.Table)
                     self.reach[id(table)] = Reach(target_column, parent, column)
+                    anchor = anchors.get(parent)
+                    if anchor is not None and not isinstance(anchor[0], exp.Table):
+                        self.anchors[id(anchor[0])] = anchor[1]
                     reached.add(target)
                     frontier.append(target)
         missing = sorted(whole - reached)
         if missing:
             raise NoKey(f"a table read whole that no equality links to a keyed one: {missing[0]}")
+
+    def _anchor(self, scope: Scope, alias: str) -> tuple[exp.Expr, str] | None:
+        """The node a path to the key may end at, with its key column: a keyed table, or a
+        derived relation (its Subquery) with an output in its E; None otherwise."""
+        source = scope.sources.get(alias)
+        if isinstance(source, exp.Table):
+            key = self.assignment.get(id(source))
+            return None if key is None else (source, key)
+        if isinstance(source, Scope) and isinstance(source.expression.parent, exp.Subquery):
+            outputs = self.derived_keys.get(id(source), set())
+            return (source.expression.parent, min(outputs)) if outputs else None
+        return None
 
     def _padded(self, first: exp.Expr, joins: list[exp.Join]) -> set[str]:
         """Aliases an outer join of this SELECT may pad with NULLs."""
@@ -431,6 +455,7 @@ class _Check:
             return _Keys(set() if key is None else {_column(alias, key)}, set())
         if isinstance(source, Scope):
             outputs = self.relation(source, outer={})
+            self.derived_keys[id(source)] = outputs.exact
             return _Keys(
                 {_column(alias, name) for name in outputs.exact},
                 {_column(alias, name) for name in outputs.nullable},

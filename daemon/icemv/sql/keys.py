@@ -100,9 +100,9 @@ def key_class(query: exp.Query) -> KeyClass | str:
 
 def clear_keys(query: exp.Query) -> None:
     """Remove the tags `key_class` left (the view is maintained by another rule)."""
-    for table in query.find_all(exp.Table):
-        table.meta.pop(KEY_META, None)
-        table.meta.pop(REACH_META, None)
+    for node in query.find_all(exp.Table, exp.Subquery):
+        node.meta.pop(KEY_META, None)
+        node.meta.pop(REACH_META, None)
 
 
 # Choices of key columns tried per class of equated columns, at most.
@@ -175,6 +175,10 @@ class _KeySearch:
         yield from itertools.islice(products, _MAX_PARTIAL)
 
     def _tag(self, chosen: dict[int, str], proof: KeyProof) -> KeyClass:
+        clear_keys(self.query)
+        for subquery in self.query.find_all(exp.Subquery):
+            if id(subquery) in proof.anchors:  # a derived relation a reach ends at
+                subquery.meta[KEY_META] = proof.anchors[id(subquery)]
         columns, whole = [], []
         for table_id, table in self.tables.items():
             table.meta.pop(KEY_META, None)
