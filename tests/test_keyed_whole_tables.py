@@ -126,6 +126,11 @@ EDGES = {
         "SELECT max(o.o_status) AS top_status, count(*) AS n FROM orders o JOIN customers c "
         "ON o.o_cust = c.c_id GROUP BY c.c_segment HAVING count(*) > 1"
     ),
+    # A non-equi join to a table read whole: linear in orders, recomputed when nations changes.
+    "non_equi": (
+        "SELECT o.o_id, o.o_status, n.n_name FROM orders o "
+        "LEFT JOIN nations n ON o.o_cust < n.n_id * 40"
+    ),
     # An uncorrelated NOT IN over a table read whole: recomputed when nations changes.
     "whole_not_in": (
         "SELECT c.c_id, count(*) OVER (PARTITION BY c.c_segment) AS peers FROM customers c "
@@ -138,9 +143,10 @@ WHOLE: dict[str, str | None] = {
     "full_then_inner": None, "padded_exists": None, "whole_not_exists": "o", "whole_in": "n",
     "whole_not_in": None, "groups_as_rows": None, "joined_groups_as_rows": "o",
     "derived_anchor": "n",
+    "non_equi": "n (no equality",
 }  # fmt: skip
 # Views that recompute when one of these tables changed (a subquery no key bounds).
-RECOMPUTED_ON = {"whole_not_in": "nations"}
+RECOMPUTED_ON = {"whole_not_in": "nations", "non_equi": "nations"}
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,10 @@ nearest to a is in the change of its own table, whose path (or key) finds k, or 
 changed row of the derived relation a, whose key k some change under a touched (a
 decomposes by key: a row of a(..|k) moves only if a row of key k does). NULLs never
 satisfy `=`, so the path joins null-safely only where the SELECT does (a superset either
-way is fine: a key touched for nothing recomputes to the same rows).
+way is fine: a key touched for nothing recomputes to the same rows). A whole table that
+no equality reaches (a non-equi join, a dimension joined on an expression) still reads
+whole and decomposes as above; a change to it may touch every key, so it is returned as
+recomputed on, and a change to the keyed tables alone stays incremental.
 
 A subquery expression over tables read whole only (nested ones included) is the same
 relation for every key: for a row of key k it has the same value in Q(..|k, whole) as in Q,
@@ -399,7 +402,7 @@ class _Check:
         edges: list[tuple[str, str, str, str]],
     ) -> None:
         """A reach for every whole table of this SELECT, nearest the keyed tables first;
-        raise `NoKey` for one that no equality reaches. A keyed table anchors a path, and so
+        one that no equality reaches is recomputed on. A keyed table anchors a path, and so
         does a derived relation with an output in its E (read at the new snapshot, it gives
         that output as the key: a changed row of it is one of a touched key, as the query
         decomposes)."""
@@ -418,9 +421,8 @@ class _Check:
                         self.anchors[id(anchor[0])] = anchor[1]
                     reached.add(target)
                     frontier.append(target)
-        missing = sorted(whole - reached)
-        if missing:
-            raise NoKey(f"a table read whole that no equality links to a keyed one: {missing[0]}")
+        # No equality links these to the key: a change to one may touch every key.
+        self.recompute |= {id(scope.sources[alias]) for alias in whole - reached}
 
     def _anchor(self, scope: Scope, alias: str) -> tuple[exp.Expr, str] | None:
         """The node a path to the key may end at, with its key column: a keyed table, or a

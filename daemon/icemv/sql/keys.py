@@ -125,13 +125,21 @@ class _KeySearch:
             raise NoKey("the query reads no table")
         full: list[NoKey] = []  # a refusal names the first choice that keys every table
         partial: list[NoKey] = []
+        best: tuple[dict[int, str], KeyProof] | None = None
         for choice in self._choices():
             try:
                 proof = check_keys(self.query, choice)
             except NoKey as why:
                 (full if len(choice) == len(self.tables) else partial).append(why)
                 continue
-            return self._tag(choice, proof)
+            # The proof that recomputes on the fewest occurrences (a change to one of those
+            # refreshes the view in full); the first of those.
+            if best is None or len(proof.recompute) < len(best[1].recompute):
+                best = (choice, proof)
+            if not proof.recompute:
+                break
+        if best is not None:
+            return self._tag(*best)
         default = NoKey("no key column that every table, join and window shares")
         raise (full or partial or [default])[0]
 
@@ -193,6 +201,8 @@ class _KeySearch:
                     f"{table.alias_or_name} (via {table.alias_or_name}.{path.column} = "
                     f"{path.parent}.{path.parent_column})"
                 )
+            else:
+                whole.append(f"{table.alias_or_name} (no equality reaches it: a change recomputes)")
         linear = self._linear()
         nonlinear = frozenset(
             Identifier((table.db,), table.name)
