@@ -252,3 +252,15 @@ def test_a_set_operation_in_a_cte_is_grouped_then_lifted() -> None:
     assert analysis.query.args["having"].this.sql(dialect="spark") == (
         f"MAX({U}.`_icemv_side`) = 0 AND {U}.`vendor` > 'a'"
     )
+
+
+def test_a_union_all_branch_filtered_by_a_subquery_recomputes_on_its_tables() -> None:
+    analysis = _analyse(
+        "SELECT id FROM trips WHERE fare > 1 UNION ALL "
+        "SELECT id FROM zones WHERE id NOT IN (SELECT id FROM trips WHERE vendor = 'a')"
+    )
+    assert isinstance(analysis, RowsAnalysis) and analysis.keyed is None
+    assert analysis.recompute_on == {ident("nyc.trips")}
+    delta = rows_delta(analysis, _inputs("nyc.zones"))
+    assert delta is not None
+    assert delta.sql(dialect="spark").count("`lake`.`nyc`.`trips` VERSION AS OF 1") == 3

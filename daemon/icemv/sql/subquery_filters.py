@@ -26,7 +26,20 @@ from icemv.sql.parse import inside
 
 def filter_subquery_sources(query: exp.Query) -> frozenset[Identifier] | str:
     """The tables read by subqueries in the root SELECT's WHERE, projection or HAVING, if
-    every subquery of the query is there; else why not."""
+    every subquery of the query is there; else why not. A UNION ALL is linear in each
+    branch: the same of every branch that has subqueries."""
+    if isinstance(query, exp.Union) and not query.args.get("distinct"):
+        found: set[Identifier] = set()
+        for branch in (query.left, query.right):
+            inner = branch.unnest() if isinstance(branch, exp.Subquery) else branch
+            if not isinstance(inner, exp.Query):
+                return "a set operation over something else than queries"
+            of_branch = filter_subquery_sources(inner)
+            if isinstance(of_branch, str) and of_branch != "no subquery":
+                return of_branch
+            if isinstance(of_branch, frozenset):
+                found |= of_branch
+        return frozenset(found) if found else "no subquery"
     if not isinstance(query, exp.Select):
         return "a subquery under a set operation"
     where = query.args.get("where")
