@@ -11,6 +11,7 @@ from icemv.refresh.patch.top_n import reach_query
 from icemv.sql.analysis import AggregateAnalysis, NotMaintainable, RowsAnalysis, analyse
 from icemv.sql.delta import pre_aggregation_delta, rows_delta
 from icemv.sql.state import ROWS, aggregate_state
+from icemv.sql.subquery_filters import unchanged_checks
 from icemv.sql.top_n import TopN
 from tests.unit.sources import Sources, ident
 from tests.unit.test_delta_sql import _inputs
@@ -148,7 +149,8 @@ def test_not_in_that_is_not_a_plain_conjunct_stays_as_written(sql: str) -> None:
 
 def test_a_change_to_the_outer_table_only_has_linear_terms() -> None:
     analysis = _analyse("SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones)")
-    assert isinstance(analysis, RowsAnalysis) and analysis.keyed is None
+    assert isinstance(analysis, RowsAnalysis)
+    assert analysis.keyed is None or not analysis.keyed.needs_keys({ident("nyc.trips")})
     delta = rows_delta(analysis, _inputs("nyc.trips"))
     assert delta is not None
     sql = delta.sql(dialect="spark")
@@ -264,3 +266,43 @@ def test_a_union_all_branch_filtered_by_a_subquery_recomputes_on_its_tables() ->
     delta = rows_delta(analysis, _inputs("nyc.zones"))
     assert delta is not None
     assert delta.sql(dialect="spark").count("`lake`.`nyc`.`trips` VERSION AS OF 1") == 3
+
+
+def _checks(sql: str, moved: set[str]) -> list[str] | None:
+    analysis = _analyse(sql)
+    blocked = frozenset(i for i in analysis.recompute_on if str(i) in moved)
+    found = unchanged_checks(
+        analysis.query, blocked, frozenset(ident(m) for m in moved), analysis.keyed is not None
+    )
+    return None if found is None else [c.sql(dialect="spark") for c in found]
+
+
+def test_a_not_in_holds_while_its_subquery_gains_no_null_and_keeps_a_row() -> None:
+    checks = _checks(
+        "SELECT id FROM trips WHERE vendor NOT IN (SELECT zone FROM zones)", {"nyc.zones"}
+    )
+    assert checks is not None and len(checks) == 2
+    assert all(c.startswith("SELECT COUNT(*) > 0 FROM (SELECT") for c in checks)
+    assert any("`zones`.`zone` IS NULL" in c for c in checks)
+
+
+@pytest.mark.parametrize(
+    ("sql", "moved"),
+    [
+        # A set (an uncorrelated IN under NOT): not one value.
+        (
+            "SELECT id FROM trips WHERE fare > 1 OR NOT (id IN (SELECT id FROM zones))",
+            {"nyc.zones"},
+        ),
+        # The subquery also reads a table that moved and is read elsewhere.
+        (
+            "SELECT id FROM trips WHERE id NOT IN (SELECT id FROM zones WHERE zone > "
+            "(SELECT max(vendor) FROM trips))",
+            {"nyc.zones", "nyc.trips"},
+        ),
+    ],
+)
+def test_subquery_changes_that_cannot_be_shown_harmless_recompute(
+    sql: str, moved: set[str]
+) -> None:
+    assert _checks(sql, moved) is None

@@ -14,10 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+import structlog
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 from sqlglot import exp
 
+from icemv.engine.jvm import planning_failure
 from icemv.errors import FullRefreshRequiredError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads
@@ -40,9 +42,13 @@ from icemv.sql.analysis import (
     analyse,
 )
 from icemv.sql.columns import ChangeRead, change_read, nets_at_once
+from icemv.sql.delta import DeltaInputs
 from icemv.sql.parse import parse_query
 from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
 from icemv.sql.state import StateColumn, state_query
+from icemv.sql.subquery_filters import unchanged_checks
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -240,7 +246,8 @@ def plan_incremental(
         table = base.reads.load_table(identifier)
         changes[identifier] = classify_change(table, recorded[key], source.snapshot_id)
     moved = {i: c for i, c in changes.items() if c.kind in ("append-only", "general")}
-    _check_rule_limits(analysis, moved)
+    moved, unchanged = _unless_unchanged_subqueries(base, analysis, moved)
+    _check_rule_limits(analysis, moved, unchanged)
     plan = IncrementalPlan(base, analysis, planned_from, changes, moved)
     quarantine = quarantine_of(base.storage.properties)
     if quarantine is not None and quarantine.applies(base.mv.version.version_id, plan.rule):
@@ -269,12 +276,64 @@ def plan_incremental(
     return plan
 
 
+def _unless_unchanged_subqueries(
+    base: RefreshPlan, analysis: MaintainableAnalysis, moved: dict[Identifier, SourceChange]
+) -> tuple[dict[Identifier, SourceChange], frozenset[Identifier]]:
+    """The moved sources the delta reads and those of `analysis.recompute_on` among them it
+    may read although no key bounds their changes: when each subquery that reads them so
+    has the same value at the old and the new snapshots (one Spark query; why that leaves
+    the view's rows as they were: sql/subquery_filters.py). Not keyed, those sources are
+    then left out of the moved ones. Otherwise `moved` and nothing: `_check_rule_limits`
+    recomputes the view."""
+    blocked = frozenset(i for i in analysis.recompute_on if i in moved)
+    if not blocked:
+        return moved, frozenset()
+    keyed = analysis.keyed is not None
+    checks = unchanged_checks(analysis.query, blocked, frozenset(moved), keyed)
+    if not checks:
+        return moved, frozenset()
+    pins = dict(base.pinned.table_pins)
+    old_pins = {**pins, **{i: c.old_snapshot_id for i, c in moved.items()}}
+    new_pins = {**pins, **{i: c.new_snapshot_id for i, c in moved.items()}}
+    inputs = DeltaInputs(base.reads.catalog_name, {}, old_pins, new_pins)
+    same = exp.select(
+        *(
+            exp.alias_(
+                exp.NullSafeEQ(
+                    this=exp.Subquery(this=inputs.pinned(check, old_pins)),
+                    expression=exp.Subquery(this=inputs.pinned(check, new_pins)),
+                ),
+                f"same_{n}",
+                quoted=True,
+            )
+            for n, check in enumerate(checks)
+        )
+    )
+    try:
+        row = base.reads.lakehouse.spark.sql(same.sql(dialect="spark")).collect()[0]
+    except Exception as error:  # Spark failing to plan the check: the recompute it saves
+        failure = planning_failure(error)
+        if failure is None:
+            raise
+        log.warning("subquery_check_failed", error=failure[:200])
+        return moved, frozenset()
+    if not all(row):
+        return moved, frozenset()
+    log.info("subqueries_unchanged", sources=sorted(str(i) for i in blocked), checks=len(checks))
+    if keyed:
+        return moved, blocked
+    return {i: c for i, c in moved.items() if i not in blocked}, frozenset()
+
+
 def _check_rule_limits(
-    analysis: MaintainableAnalysis, moved: Mapping[Identifier, SourceChange]
+    analysis: MaintainableAnalysis,
+    moved: Mapping[Identifier, SourceChange],
+    unchanged: frozenset[Identifier] = frozenset(),
 ) -> None:
-    """Changes the view's rule does not carry forward: WHERE-subquery sources that moved
-    (sql/subquery_filters.py); under a top-N, a source that lost rows (sql/top_n.py)."""
-    blocked = sorted(str(i) for i in analysis.recompute_on if i in moved)
+    """Changes the view's rule does not carry forward: sources of subqueries no key bounds
+    that moved (sql/subquery_filters.py), unless shown `unchanged`; under a top-N, a source
+    that lost rows (sql/top_n.py)."""
+    blocked = sorted(str(i) for i in analysis.recompute_on - unchanged if i in moved)
     if blocked:
         raise FullRefreshRequiredError(
             RefreshReason.SUBQUERY_SOURCE_CHANGED,

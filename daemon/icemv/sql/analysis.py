@@ -304,8 +304,8 @@ def _analysed(
         found = key_class(query)
         filtered = filter_subquery_sources(query) if reasons == ["subquery"] else None
         if isinstance(filtered, frozenset) and (
-            not isinstance(found, KeyClass) or filtered <= found.recompute_on
-        ):  # linear in the outer tables, recomputed on no more sources than the keys
+            not isinstance(found, KeyClass) or filtered < found.recompute_on or top_n is not None
+        ):  # linear in the outer tables, recomputed on fewer sources than the keys
             recompute_on, reasons, details = filtered, [], []
             clear_keys(query)
         elif isinstance(found, KeyClass):

@@ -175,8 +175,9 @@ def touched_keys_query(query: exp.Query, inputs: DeltaInputs) -> exp.Query | Non
         if key is not None:
             column = exp.column(key, quoted=True)
             touched.append(exp.select(exp.alias_(column, KEY, quoted=True)).from_(changes))
-        else:
+        elif REACH_META in table.meta:
             touched.append(_reached_keys(table, changes, inputs))
+        # else: read by a subquery no key bounds, whose value the plan found unchanged
     if not touched:
         return None
     keys: exp.Query = touched[0]

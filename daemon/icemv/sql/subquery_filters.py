@@ -21,6 +21,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from icemv.identifiers import Identifier
+from icemv.sql.keys import KEY_META, REACH_META
 from icemv.sql.parse import inside
 
 
@@ -61,3 +62,86 @@ def filter_subquery_sources(query: exp.Query) -> frozenset[Identifier] | str:
     return frozenset(
         Identifier((table.db,), table.name) for root in roots for table in root.find_all(exp.Table)
     )
+
+
+def unchanged_checks(
+    query: exp.Query, blocked: frozenset[Identifier], moved: frozenset[Identifier], keyed: bool
+) -> list[exp.Query] | None:
+    """One-value queries whose equal values at the old and the new snapshots prove that
+    the changes to `blocked` (moved sources read by subqueries no key bounds) leave the
+    view's rows outside the delta as they are; None if that cannot be proven so.
+
+    Each such occurrence of a blocked source must lie in an uncorrelated `EXISTS` or
+    scalar subquery (its outermost one): that subquery is one value for every row, the
+    same at both snapshots if the check says so. `keyed` (sql/keys.py): the keyed delta
+    reads it at the old snapshot on the old side and at the new one on the new side, the
+    same value, and the occurrences that carry a key or a reach need no check (their
+    changes reach the touched keys). Not keyed (this module's linear terms): the blocked
+    sources are then counted as unmoved, each term reads them at the new snapshot, so
+    such a subquery may read no other moved source. `NOT IN` reaches here as `NOT EXISTS`
+    conjuncts (sql/not_in.py): it holds unless the subquery gains or loses a NULL or its
+    last row. An `IN (SELECT ...)`, a set, is not checked. Pure: no I/O."""
+    checks: list[exp.Query] = []
+    seen: list[exp.Expr] = []
+    for table in query.find_all(exp.Table):
+        if Identifier((table.db,), table.name) not in blocked:
+            continue
+        if keyed and (KEY_META in table.meta or REACH_META in table.meta):
+            continue
+        node = _outermost_value(table)
+        if node is None:
+            return None
+        if any(node is s for s in seen):
+            continue
+        seen.append(node)
+        inner = node.this
+        if not isinstance(inner, exp.Select) or _correlated(inner):
+            return None
+        read = {Identifier((t.db,), t.name) for t in inner.find_all(exp.Table)}
+        if not keyed and read & moved - blocked:
+            return None
+        if isinstance(node, exp.Exists):
+            count = exp.Count(this=exp.Star())
+            derived = exp.Subquery(this=inner.copy(), alias=exp.TableAlias(
+                this=exp.to_identifier("__icemv_exists", quoted=True)))  # fmt: skip
+            checks.append(exp.select(exp.GT(this=count, expression=exp.Literal.number(0)))
+                          .from_(derived))  # fmt: skip
+        else:
+            checks.append(inner.copy())
+    return checks
+
+
+def _outermost_value(table: exp.Table) -> exp.Exists | exp.Subquery | None:
+    """The outermost `EXISTS` or scalar subquery around `table`; None if there is none, or
+    if a set-valued subquery (`IN`, a FROM) stands between it and the root."""
+    found: exp.Exists | exp.Subquery | None = None
+    node: exp.Expr | None = table.parent
+    while node is not None:
+        if isinstance(node, exp.Exists):
+            found = node
+        elif isinstance(node, exp.Subquery) and not isinstance(
+            node.parent, (exp.From, exp.Join, exp.SetOperation, exp.CTE, exp.Lateral)
+        ):
+            if isinstance(node.parent, exp.In):
+                found = None  # a set: its value is not one row
+                if node.parent.find_ancestor(exp.Exists, exp.Subquery) is None:
+                    return None
+            else:
+                found = node
+        node = node.parent
+    return found
+
+
+def _correlated(select: exp.Select, visible: frozenset[str] = frozenset()) -> bool:
+    """Whether a column of `select` (or of a query nested in it) names an alias that
+    neither its own FROM and joins nor an enclosing SELECT within `select` define: an
+    outer row's."""
+    from_ = select.args.get("from_")
+    relations = [from_.this] if isinstance(from_, exp.From) else []
+    relations += [join.this for join in select.args.get("joins") or []]
+    own = visible | {r.alias_or_name for r in relations}
+    for column in select.find_all(exp.Column):
+        if column.parent_select is select and column.table and column.table not in own:
+            return True
+    nested = [n for n in select.find_all(exp.Select) if n is not select]
+    return any(_correlated(n, own) for n in nested if n.parent_select is select)
