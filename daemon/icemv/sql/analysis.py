@@ -165,8 +165,9 @@ class AggregateAnalysis:
 
         `stateful`: the storage table has the hidden state columns (sql/state.py), so AVG,
         the deviations, a SUM losing its last input and a group losing its last row merge
-        exactly; MIN/MAX under deletes, the aggregates of `_RECOMPUTED`, grouping sets,
-        HAVING and derived columns still recompute the touched groups. `floating`: a SUM
+        exactly, and MIN/MAX under deletes unless a deleted value is the extreme (then the
+        patch recomputes); the aggregates of `_RECOMPUTED`, grouping sets, HAVING and
+        derived columns still recompute the touched groups. `floating`: a SUM
         or AVG adds floating-point values, or a deviation keeps its (floating-point) M2
         (mv/layout.py says from the storage types): taking deleted rows out of such a sum
         cancels digits (1e16 + 1 - 1e16 is 0; a group left with one value keeps an M2 of
@@ -177,9 +178,7 @@ class AggregateAnalysis:
             return "recompute-groups"
         if with_deletes and floating:
             return "recompute-groups"
-        if stateful:
-            if with_deletes and funcs & {"min", "max"}:
-                return "recompute-groups"
+        if stateful:  # MIN/MAX deletes merge unless one takes the extreme (aggregate_rules)
             return "merge-aggregates"
         if funcs & _STATEFUL:
             return "recompute-groups"

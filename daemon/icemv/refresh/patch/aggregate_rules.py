@@ -3,9 +3,17 @@
 A rule names the columns it needs from the grouped delta (`s`, aggregates over the weighted
 pre-aggregation rows) and the new value of each storage column it owns from the stored row
 (`t`, NULL for a group the delta creates) and `s`. With hidden state columns
-(sql/state.py) AVG, the deviations, a SUM losing its last input and a group losing its last
-row merge exactly; without them (an MV made before they existed) only COUNT, SUM and
-insert-only MIN/MAX merge, as before.
+(sql/state.py) AVG, the deviations, a SUM losing its last input, MIN/MAX under deletes
+that spare their extreme and a group losing its last row merge exactly; without them (an
+MV made before they existed) only COUNT, SUM and insert-only MIN/MAX merge, as before.
+
+MIN and MAX merge inserts as LEAST / GREATEST of the stored value and the inserted rows'
+extreme. With state (the group's row count kept), deletes merge too: if every deleted
+value is above the stored MIN (below the stored MAX), no row holding the MIN was deleted,
+so the MIN of the rows left is the stored one (then LEAST with the inserts); a deleted value
+at or past it (ties included, -0.0 and NaN compare as Spark's and DuckDB's ordering do, an
+equal value counts), or a stored NULL with a deleted non-NULL value, makes the group a
+suspect and the touched groups are recomputed. NULL arguments are not values of either.
 
 Deviations merge with Chan, Golub and LeVeque's pairwise update of (count, mean, M2): the
 deleted rows' (n, mean, M2) is taken out of the stored one, then the inserted rows' added.
@@ -191,10 +199,28 @@ def _rule(
         if func == "count_star":
             rules.rows = rules.values[output]
         return
-    if func in ("min", "max"):  # inserts only (deletes recompute the groups)
-        rules.deltas[delta] = (exp.Min if func == "min" else exp.Max)(this=argument.copy())
+    if func in ("min", "max"):
+        extreme = exp.Min if func == "min" else exp.Max
+        inserted = if_(exp.GT(this=weight.copy(), expression=num(0)), argument.copy(), exp.null())
+        rules.deltas[delta] = extreme(this=inserted)
         pick = exp.Least if func == "min" else exp.Greatest
         rules.values[output] = pick(this=_stored(output), expressions=[_delta(delta)])
+        if state:  # deletes merge unless one takes a value at (or past) the stored bound
+            removed = f"__icemv_dx{index}"
+            deleted = if_(
+                exp.LT(this=weight.copy(), expression=num(0)), argument.copy(), exp.null()
+            )
+            rules.deltas[removed] = extreme(this=deleted)
+            at_bound = (exp.LTE if func == "min" else exp.GTE)(
+                this=_delta(removed), expression=_stored(output)
+            )
+            rules.unknown.append(
+                paren(
+                    exp.and_(
+                        _not_null(_delta(removed)), exp.or_(_is_null(_stored(output)), at_bound)
+                    )
+                )
+            )
         return
     count = state_name("count", output)
     stateful = count in state
