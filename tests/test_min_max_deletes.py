@@ -13,6 +13,7 @@ from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
 from tests.support.embedded import refreshed_mv
 from tests.support.oracle import assert_matches_oracle, spark_writes_only
+from tests.support.tables import create_spark_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.matrix, CATALOG_KINDS]
 
@@ -41,18 +42,15 @@ def test_min_and_max_merge_deletes_that_spare_the_extreme(
 ) -> None:
     table = lakehouse.quoted(Identifier((namespace,), "m"))
     spark = lakehouse.spark
-    spark.sql(
-        f"CREATE TABLE {table} (g STRING, amount DECIMAL(10, 2), ts TIMESTAMP, name STRING) "
-        "USING iceberg TBLPROPERTIES ('format-version' = '2', "
-        "'write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read')"
-    )
-    spark.sql(
-        f"INSERT INTO {table} VALUES ('a', 1.00, TIMESTAMP'2024-01-01 10:00:00', 'x'), "
-        "('a', 2.50, TIMESTAMP'2024-01-02 10:00:00', 'y'), "
-        "('a', 7.25, NULL, NULL), "
+    create_spark_table(
+        lakehouse,
+        table,
+        "g STRING, amount DECIMAL(10, 2), ts TIMESTAMP, name STRING",
+        "('a', 1.00, TIMESTAMP'2024-01-01 10:00:00', 'x'), "
+        "('a', 2.50, TIMESTAMP'2024-01-02 10:00:00', 'y'), ('a', 7.25, NULL, NULL), "
         "('b', 4.00, TIMESTAMP'2024-02-01 00:00:00', 'tie'), "
         "('b', 9.00, TIMESTAMP'2024-02-01 00:00:00', 'z'), "
-        "(NULL, 8.00, TIMESTAMP'2024-03-01 00:00:00', 'n')"
+        "(NULL, 8.00, TIMESTAMP'2024-03-01 00:00:00', 'n')",
     )
     runner = lakehouse if engine == "duckdb" else spark_writes_only(lakehouse)
     if engine == "spark":

@@ -16,6 +16,7 @@ from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
 from tests.support.embedded import refreshed_mv
 from tests.support.oracle import assert_matches_oracle, storage_and_oracle
+from tests.support.tables import create_spark_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.matrix, CATALOG_KINDS]
 
@@ -32,13 +33,12 @@ def test_percentiles_are_exact_and_recompute_only_touched_groups(
 ) -> None:
     table = lakehouse.quoted(Identifier((namespace,), "m"))
     spark = lakehouse.spark
-    spark.sql(
-        f"CREATE TABLE {table} (g STRING, x DOUBLE, amount DECIMAL(10, 2)) USING iceberg "
-        "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')"
-    )
-    spark.sql(
-        f"INSERT INTO {table} VALUES ('a', 1.0, 1.00), ('a', 2.5, 2.50), ('a', 10.0, 10.00), "
-        "('b', 4.0, 4.00), ('b', NULL, NULL), (NULL, 7.0, 7.00)"
+    create_spark_table(
+        lakehouse,
+        table,
+        "g STRING, x DOUBLE, amount DECIMAL(10, 2)",
+        "('a', 1.0, 1.00), ('a', 2.5, 2.50), ('a', 10.0, 10.00), ('b', 4.0, 4.00), "
+        "('b', NULL, NULL), (NULL, 7.0, 7.00)",
     )
     mv = refreshed_mv(lakehouse, namespace, "pct", VIEW, policy="incremental")
     actual, _ = storage_and_oracle(lakehouse, mv)

@@ -104,3 +104,12 @@ def equality_delete(
         .build()
     )
     java_table.newRowDelta().addDeletes(delete).commit()
+
+
+def create_spark_table(lakehouse: Lakehouse, table: str, columns: str, values: str) -> None:
+    """A format v2 merge-on-read table (quoted name `table`) made and filled by Spark."""
+    lakehouse.spark.sql(
+        f"CREATE TABLE {table} ({columns}) USING iceberg TBLPROPERTIES ('format-version' = "
+        "'2', 'write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read')"
+    )
+    lakehouse.spark.sql(f"INSERT INTO {table} VALUES {values}")
