@@ -30,6 +30,7 @@ from icemv.sql.analysis import AggregateAnalysis, MaintainableAnalysis, RowsAnal
 from icemv.sql.key_check import Reach
 from icemv.sql.keys import KEY_META, REACH_META
 from icemv.sql.names import ANY, KEY, KEYS, WEIGHT, argument_column, key_column
+from icemv.sql.parse import in_subquery_expression
 from icemv.sql.pinning import pin_tables, table_at
 from icemv.sql.setops import union_source
 
@@ -269,7 +270,7 @@ def _restricted(
     restricted = query.copy()
     for table in list(restricted.find_all(exp.Table)):
         source, alias, key = _identifier(table), table.alias_or_name, table.meta.get(KEY_META)
-        if key is None or _in_subquery_expression(table):
+        if key is None or in_subquery_expression(table):
             table.replace(inputs.table(source, pins[source], alias))
             continue
         column = exp.column(key, table=alias, quoted=True)
@@ -301,21 +302,6 @@ def _restricted(
             )
         )
     return restricted
-
-
-def _in_subquery_expression(table: exp.Table) -> bool:
-    """Whether `table` is read by a subquery used as a value or a predicate (not as a
-    relation of a FROM, a join, a set operation or a CTE)."""
-    node: exp.Expr | None = table.parent
-    while node is not None:
-        if isinstance(node, exp.Exists):
-            return True
-        if isinstance(node, exp.Subquery) and not isinstance(
-            node.parent, (exp.From, exp.Join, exp.SetOperation, exp.CTE, exp.Lateral)
-        ):
-            return True
-        node = node.parent
-    return False
 
 
 def _weighted(query: exp.Query, weight: int) -> exp.Select:

@@ -34,6 +34,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from icemv.identifiers import Identifier
 from icemv.sql.key_check import KeyProof, NoKey, check_keys
+from icemv.sql.parse import in_subquery_expression
 
 KEY_META = "icemv_key"
 REACH_META = "icemv_reach"  # a whole table's `Reach` (sql/key_check.py)
@@ -238,7 +239,7 @@ class _KeySearch:
         for source in scope.sources.values():
             if isinstance(source, exp.Table):
                 self.tables[id(source)] = source
-                if _under_subquery(scope):
+                if in_subquery_expression(source):
                     self.in_subqueries.add(id(source))
                 for column in scope.columns:
                     if column.table == source.alias_or_name:
@@ -277,16 +278,6 @@ class _KeySearch:
                 left = self._node(scope, membership.this)
                 if left is not None:
                     self.classes.union(left, (id(inner), inner.expressions[0].alias_or_name))
-
-
-def _under_subquery(scope: Scope) -> bool:
-    """Whether the scope is a subquery expression's (scalar, EXISTS, IN) or inside one."""
-    walk: Scope | None = scope
-    while walk is not None:
-        if walk.is_subquery:
-            return True
-        walk = walk.parent
-    return False
 
 
 def _own(select: exp.Select, kind: type[exp.Expr]) -> list[exp.Expr]:

@@ -112,3 +112,24 @@ def check_query_start(sql: str) -> None:
             f"a view must be a query starting with SELECT, WITH, VALUES or FROM; "
             f"this one starts with {tokens[0].text!r}"
         )
+
+
+def is_subquery_expression(node: exp.Expr) -> bool:
+    """An EXISTS, or a subquery used as a value or a predicate (not as a relation of a
+    FROM, a join, a set operation, a CTE or a LATERAL)."""
+    return isinstance(node, exp.Exists) or (
+        isinstance(node, exp.Subquery)
+        and not isinstance(
+            node.parent, exp.From | exp.Join | exp.SetOperation | exp.CTE | exp.Lateral
+        )
+    )
+
+
+def in_subquery_expression(node: exp.Expr) -> bool:
+    """Whether `node` (a table occurrence) is inside a subquery expression."""
+    walk = node.parent
+    while walk is not None:
+        if is_subquery_expression(walk):
+            return True
+        walk = walk.parent
+    return False

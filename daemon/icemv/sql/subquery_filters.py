@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from icemv.identifiers import Identifier
 from icemv.sql.keys import KEY_META, REACH_META
-from icemv.sql.parse import inside
+from icemv.sql.parse import inside, is_subquery_expression
 
 
 def filter_subquery_sources(query: exp.Query) -> frozenset[Identifier] | str:
@@ -119,9 +119,7 @@ def _outermost_value(table: exp.Table) -> exp.Exists | exp.Subquery | None:
     while node is not None:
         if isinstance(node, exp.Exists):
             found = node
-        elif isinstance(node, exp.Subquery) and not isinstance(
-            node.parent, (exp.From, exp.Join, exp.SetOperation, exp.CTE, exp.Lateral)
-        ):
+        elif isinstance(node, exp.Subquery) and is_subquery_expression(node):
             if isinstance(node.parent, exp.In):
                 found = None  # a set: its value is not one row
                 if node.parent.find_ancestor(exp.Exists, exp.Subquery) is None:
