@@ -349,6 +349,9 @@ def test_an_aggregate_without_its_group_key_is_kept_as_rows_of_its_groups() -> N
     assert isinstance(analysis, RowsAnalysis) and analysis.keyed is not None
     assert analysis.keyed.columns == ("trips.vendor",)
     assert analysis.rewrites[-1] == "groups as rows (a group key not in the output)"
+    assert "GROUP BY trips.vendor (inner): the touched groups recomputed" in operator_rules(
+        analysis
+    )
     # No key class: a group key that is an expression only.
     refused = analyse(SOURCES, "SELECT count(*) AS n FROM trips GROUP BY fare * 2", ("nyc",))
     assert isinstance(refused, NotMaintainable) and refused.reasons == ("group-key-not-in-output",)

@@ -58,13 +58,19 @@ def operator_rules(analysis: MaintainableAnalysis) -> list[str]:
             f"window {_text(window.this, 30)} OVER (PARTITION BY {partition}): the touched "
             "partitions recomputed whole (any function, any frame)"
         )
+    if analysis.keyed is not None:  # inner aggregates (derived tables, groups as rows)
+        for select in analysis.query.find_all(exp.Select):
+            group = select.args.get("group")
+            if select is not analysis.query and group is not None:
+                keys = ", ".join(_text(k, 30) for k in group.expressions)
+                lines.append(f"GROUP BY {keys} (inner): the touched groups recomputed")
     if isinstance(analysis, AggregateAnalysis):
         merges = analysis.aggregate_strategy(False, stateful=True) == "merge-aggregates"
         for aggregate in analysis.aggregates:
             if not merges:
                 how = "the touched groups recomputed (the view's strategy below)"
             elif aggregate.func in ("min", "max"):
-                how = "merged from appends; deletes recompute the touched groups"
+                how = "merged; a delete that takes the extreme recomputes the touched groups"
             else:
                 how = "merged from the delta (floating-point sums within their error bound)"
             lines.append(f"aggregate {aggregate.func}: {how}")
