@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from icemv import __version__
 from icemv.cli.commands import (
     cmd_apply,
     cmd_config_show,
@@ -54,6 +55,11 @@ def _share(text: str) -> float:
     return value
 
 
+NAME_HELP = "the MV's name, `namespace.name` (the default namespace if unqualified)"
+SQL_HELP = "the view's query, in Spark SQL (a SELECT over Iceberg tables of the catalog)"
+PROPERTY_HELP = "a view property, e.g. icemv.refresh-policy=incremental; repeat for several"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="icemv",
@@ -65,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    parser.add_argument("--version", action="version", version=f"icemv {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, title="commands")
     # `icemv run --config F` and `icemv --config F run` both work.
     common = argparse.ArgumentParser(add_help=False)
@@ -90,14 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
         dest="mv_command", required=True
     )
     create = add(mv, "create", cmd_mv_create, "create a materialized view")
-    create.add_argument("name")
-    create.add_argument("--sql", required=True)
-    create.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
-    create.add_argument("--partition-by", action="append", default=[], metavar="EXPR")
+    create.add_argument("name", help=NAME_HELP)
+    create.add_argument("--sql", required=True, help=SQL_HELP)
+    create.add_argument(
+        "--property", action="append", default=[], metavar="KEY=VALUE", help=PROPERTY_HELP
+    )
+    create.add_argument(
+        "--partition-by",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="a partition field of the storage table: an output column, years/months/days/"
+        "hours(col), bucket(N, col) or truncate(N, col); repeat for several",
+    )
     replace = add(mv, "replace", cmd_mv_replace, "replace the definition (new view version)")
-    replace.add_argument("name")
-    replace.add_argument("--sql", required=True)
-    replace.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    replace.add_argument("name", help=NAME_HELP)
+    replace.add_argument("--sql", required=True, help=SQL_HELP)
+    replace.add_argument(
+        "--property", action="append", default=[], metavar="KEY=VALUE", help=PROPERTY_HELP
+    )
     add(mv, "drop", cmd_mv_drop, "drop the view and its storage table").add_argument("name")
     add_output_option(add(mv, "list", cmd_mv_list, "list materialized views"))
     show = add(mv, "show", cmd_mv_show, "definition, freshness, sources and refresh history")
