@@ -96,17 +96,22 @@ def test_text_output_is_the_result_alone(config_file: Path, fresh_mv: Identifier
     assert row.split()[1:4] == ["fresh", "0.0", "0"]
 
     listing = quiet(config_file, "mv", "list").splitlines()
-    assert f"{name}\t{storage}\tv1" in listing
+    assert listing[0].split() == ["materialized", "view", "storage", "table", "version"]
+    assert [name, storage, "1"] in [line.split() for line in listing]
 
     show = quiet(config_file, "mv", "show", name).splitlines()
     assert show[0] == f"materialized view {name}  (view version 1)"
     assert f"  storage table : {storage}" in show
     assert "  state         : fresh" in show
+    assert all(len(line) <= 100 for line in show), show
+    [history] = [i for i, line in enumerate(show) if line.startswith("  refresh history (1")]
+    assert show[history + 1].split() == ["when", "mode", "(reason)", "engine", "rows", "took"]
+    assert "full (never-refreshed)" in show[history + 2] and " ago " in show[history + 2]
 
     # The same command with --verbose: the config's SQL statements, as JSON lines on stderr
     # (not a terminal), and the same result on stdout.
     verbose = icemv(config_file, "--verbose", "mv", "list")
-    assert f"{name}\t{storage}\tv1" in verbose.stdout.splitlines()
+    assert [name, storage, "1"] in [line.split() for line in verbose.stdout.splitlines()]
     logged = [json.loads(line) for line in verbose.stderr.splitlines()]
     assert logged and {line["logger"] for line in logged} == {"sqlalchemy.engine.Engine"}
 

@@ -143,8 +143,11 @@ def cmd_mv_list(config: Config, args: argparse.Namespace) -> int:
     if args.output == "json":
         print_document(mv_list_document(mvs))
         return 0
-    for mv in mvs:
-        print(f"{mv.identifier}\t{mv.storage}\tv{mv.version.version_id}")
+    from icemv.mv.report import columns
+
+    rows = [[mv.identifier.dotted, mv.storage.dotted, str(mv.version.version_id)] for mv in mvs]
+    for line in columns(["materialized view", "storage table", "version"], rows):
+        print(line)
     return 0
 
 
@@ -159,7 +162,7 @@ def cmd_mv_show(config: Config, args: argparse.Namespace) -> int:
     if args.output == "json":
         print_document(report)
     else:
-        print(render_report(report))
+        print(render_report(report, verbose=getattr(args, "verbose", False)))
     return 0
 
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import textwrap
+import time
 from typing import Any
 
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.history import history_as_6420, refresh_history
 from icemv.mv.model import MaterializedView
-from icemv.spec.quarantine import quarantine_of
+from icemv.spec.quarantine import QUARANTINE_PROPERTY, quarantine_of
+from icemv.spec.summary import SummaryKey
+from icemv.spec.view_metadata import STORAGE_TABLE_PROPERTY
 
 
 def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
@@ -32,8 +37,15 @@ def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
                 "snapshot-id": record.snapshot_id,
                 "timestamp-ms": record.timestamp_ms,
                 "view-version-id": record.state.view_version_id,
-                "mode": record.details.get("icemv.mode"),
-                "reason": record.details.get("icemv.reason"),
+                "mode": record.details.get(SummaryKey.MODE),
+                "reason": record.details.get(SummaryKey.REASON),
+                "engine": record.details.get(SummaryKey.ENGINE),
+                "rows-inserted": _count(record.details.get(SummaryKey.ROWS_INSERTED)),
+                "rows-deleted": _count(record.details.get(SummaryKey.ROWS_DELETED)),
+                # From the refresh's start to its commit.
+                "duration-seconds": round(
+                    (record.timestamp_ms - record.state.refresh_start_timestamp_ms) / 1000, 3
+                ),
                 "sources": {
                     s.dotted: s.snapshot_id if s.type == "table" else f"v{s.version_id}"
                     for s in record.state.source_states
@@ -43,6 +55,10 @@ def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
         ],
         **history_as_6420(history, lakehouse.catalog_name),
     }
+
+
+def _count(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
 
 
 def _sources(freshness: Freshness) -> list[dict[str, Any]]:
@@ -68,35 +84,87 @@ def state_with_reason(state: str, reason: str | None) -> str:
     return state + (f" ({reason})" if reason else "")
 
 
-def render_report(report: dict[str, Any]) -> str:
+# Properties icemv writes for itself: shown by `mv show --verbose` only.
+INTERNAL_PROPERTIES = frozenset({STORAGE_TABLE_PROPERTY, QUARANTINE_PROPERTY})
+WIDTH = 100  # text output fits this many columns
+
+
+def render_report(report: dict[str, Any], verbose: bool = False, now_ms: int | None = None) -> str:
+    """`mv show` as text: at most WIDTH columns, times as local date, time and age."""
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     state = state_with_reason(report["state"], report["reason"])
+    label = "  sql           : "
+    sql = textwrap.wrap(" ".join(report["sql"].split()), WIDTH - len(label))
     lines = [
         f"materialized view {report['name']}  (view version {report['view-version-id']})",
         f"  storage table : {report['storage-table']}",
         f"  state         : {state}",
         f"  staleness     : {report['staleness-seconds']:.1f} s",
-        "  sql           : " + " ".join(report["sql"].split()),
+        label + f"\n{' ' * len(label)}".join(sql),
     ]
-    if report["properties"]:
-        props = ", ".join(f"{k}={v}" for k, v in sorted(report["properties"].items()))
-        lines.append(f"  properties    : {props}")
+    shown = {
+        k: v
+        for k, v in sorted(report["properties"].items())
+        if verbose or k not in INTERNAL_PROPERTIES
+    }
+    if shown:
+        label = "  properties    : "
+        props = textwrap.wrap(", ".join(f"{k}={v}" for k, v in shown.items()), WIDTH - len(label))
+        lines.append(label + f"\n{' ' * len(label)}".join(props))
     lines.append("  sources (recorded -> current):")
     for source in report["sources"]:
         note = f", {source['pending']} pending" if source["pending"] else ""
         note += f", {source['problem']}" if source["problem"] else ""
         moved = f"{source['recorded']} -> {source['current']}"
-        lines.append(f"    {source['type']:5} {source['name']}: {moved}{note}")
+        lines.append(f"    {source['type']:5} {source['name']}: {moved}{note}"[:WIDTH])
     if not report["sources"]:
         lines.append("    (none recorded yet)")
-    lines.append(f"  refresh history ({len(report['history'])}):")
-    for entry in report["history"]:
-        sources = ", ".join(f"{k}@{v}" for k, v in entry["sources"].items())
-        how = f"{entry['mode'] or '-'} ({entry['reason'] or '-'})"
-        lines.append(
-            f"    snapshot {entry['snapshot-id']}  ts={entry['timestamp-ms']}  "
-            f"v{entry['view-version-id']}  {how}  {sources}"
-        )
+    lines.append(f"  refresh history ({len(report['history'])}, newest first):")
+    rows = [
+        [
+            when(entry["timestamp-ms"], now_ms),
+            f"{entry['mode'] or '-'} ({entry['reason'] or '-'})",
+            entry.get("engine") or "-",
+            _rows(entry.get("rows-inserted"), entry.get("rows-deleted")),
+            f"{entry['duration-seconds']:.1f} s" if "duration-seconds" in entry else "-",
+            *([str(entry["snapshot-id"])] if verbose else []),
+        ]
+        for entry in report["history"]
+    ]
+    if rows:
+        header = ["when", "mode (reason)", "engine", "rows", "took"]
+        header += ["snapshot"] if verbose else []
+        lines += ["    " + line for line in columns(header, rows)]
     return "\n".join(lines)
+
+
+def _rows(inserted: int | None, deleted: int | None) -> str:
+    if inserted is None and deleted is None:
+        return "-"
+    return f"+{inserted or 0} -{deleted or 0}"
+
+
+def when(timestamp_ms: int, now_ms: int) -> str:
+    """`2026-11-28 08:51:25 UTC, 3m ago`: the local date and time, and the age."""
+    moment = dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.UTC).astimezone()
+    return f"{moment:%Y-%m-%d %H:%M:%S %Z}, {age(max(0, now_ms - timestamp_ms) / 1000)} ago"
+
+
+def age(seconds: float) -> str:
+    """`42s`, `3m`, `5h`, `2d`: an age in its largest whole unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def columns(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A header line and the rows, each column as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
 
 
 def quarantined_rule(reads: CatalogReads, mv: MaterializedView) -> dict[str, Any] | None:
