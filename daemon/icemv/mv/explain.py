@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,8 +72,8 @@ def explain_analysis(
     else:
         stateful = bool(state)
         report["strategy"] = {
-            "insert-only deltas": analysis.aggregate_strategy(False, stateful),
-            "deltas with deletes": analysis.aggregate_strategy(True, stateful, floating),
+            "insert-only": analysis.aggregate_strategy(False, stateful),
+            "with-deletes": analysis.aggregate_strategy(True, stateful, floating),
         }
         if analysis.grouping_sets:
             report["grouping-sets"] = (
@@ -108,8 +109,9 @@ def construct_rules(analysis: MaintainableAnalysis) -> list[str]:
     if analysis.recompute_on:
         names = ", ".join(sorted(str(i) for i in analysis.recompute_on))
         rules.append(
-            "subquery filter: linear in the outer tables; a change to "
-            f"{names} recomputes the view (subquery-source-changed)"
+            f"subqueries no key bounds: a change to {names} recomputes the view "
+            "(subquery-source-changed), unless every EXISTS or scalar subquery reading it "
+            "has the same value at both snapshots (checked at plan time)"
         )
     if isinstance(analysis, RowsAnalysis) and analysis.top_n is not None:
         rules.append(
@@ -144,7 +146,7 @@ def render_explain(report: dict[str, Any]) -> str:
         lines = [f"{name}: full refresh only ({why})"]
         lines += [f"  {detail}" for detail in report.get("details", [])]
         lines += _normalised(report)
-        return "\n".join(lines)
+        return _wrapped(lines)
     lines = [
         f"{name}: incremental ({report['shape']}), policy {report['policy']}",
         f"  sources: {', '.join(report['sources']) or '(none)'}",
@@ -159,7 +161,8 @@ def render_explain(report: dict[str, Any]) -> str:
         lines += [f"    {line}" for line in report["operators"]]
     strategy = report["strategy"]
     if isinstance(strategy, dict):
-        lines += [f"  {kind}: {how}" for kind, how in strategy.items()]
+        labels = {"insert-only": "insert-only deltas", "with-deletes": "deltas with deletes"}
+        lines += [f"  {labels.get(kind, kind)}: {how}" for kind, how in strategy.items()]
     else:
         lines.append(f"  {strategy}")
     if report.get("state-columns"):
@@ -171,7 +174,18 @@ def render_explain(report: dict[str, Any]) -> str:
             f"  QUARANTINED: rule {quarantine['rule']} gave a wrong delta "
             f"({quarantine['detail']}); refreshes using it are full until `icemv mv clear`"
         )
-    return "\n".join(lines)
+    return _wrapped(lines)
+
+
+def _wrapped(lines: list[str], width: int = 100) -> str:
+    """Each line within `width` columns, a long one continued under its own indent."""
+    out: list[str] = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()))
+        out += textwrap.wrap(
+            line, width, subsequent_indent=indent + "    ", break_on_hyphens=False
+        ) or [line]
+    return "\n".join(out)
 
 
 def _normalised(report: dict[str, Any]) -> list[str]:
