@@ -150,9 +150,25 @@ def test_output_json_is_one_document_per_command(config_file: Path, fresh_mv: Id
 
 @pytest.mark.postgres
 def test_status_on_the_embedded_default_says_nothing_on_stderr(tmp_path: Path) -> None:
-    """The first command a newcomer runs: the embedded catalog's start-up is INFO."""
+    """The first command a newcomer runs: where no lakehouse is, it says so (it made an
+    empty one and answered for it before); where one is, the embedded catalog's start-up
+    is INFO."""
     config = tmp_path / "icemv.yaml"
-    config.write_text(yaml.safe_dump({"home": str(tmp_path / "lakehouse")}))
+    home = tmp_path / "lakehouse"
+    config.write_text(yaml.safe_dump({"home": str(home)}))
+    for command in (["status"], ["mv", "list"], ["mv", "show", "x.y"]):
+        missing = subprocess.run(
+            [sys.executable, "-m", "icemv.cli.main", "--config", str(config), *command],
+            capture_output=True, text=True, timeout=180, check=False,
+            env={**os.environ, "PYTHONPATH": f"{REPO / 'daemon'}{os.pathsep}{REPO}"},
+        )  # fmt: skip
+        assert missing.returncode == 2, missing
+        assert missing.stderr == (
+            f"icemv: error: no lakehouse at {home} (the embedded default, `home`): "
+            "`icemv demo` makes one there, or pass --config FILE for yours\n"
+        )
+        assert not home.exists()
+    home.mkdir()
     assert quiet(config, "status").splitlines()[0].startswith("materialized view")
     assert document(config, "mv", "list", "--output", "json") == []
     verbose = icemv(config, "status", "--verbose")

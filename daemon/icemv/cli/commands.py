@@ -51,7 +51,7 @@ def cmd_mv_explain(config: Config, args: argparse.Namespace) -> int:
     from icemv.mv.explain import explain, render_explain
     from icemv.mv.model import load_materialized_view
 
-    lakehouse = Lakehouse(config)
+    lakehouse = _existing_lakehouse(config)
     report = explain(lakehouse, load_materialized_view(lakehouse, lakehouse.identifier(args.name)))
     if args.output == "json":
         print_document(report)
@@ -78,7 +78,7 @@ def cmd_mv_verify(config: Config, args: argparse.Namespace) -> int:
     """Exit 0 when the storage table equals the view's SQL, 1 when it differs."""
     from icemv.mv.verify import verify_mv, verify_report_json
 
-    lakehouse = Lakehouse(config)
+    lakehouse = _existing_lakehouse(config)
     identifier = lakehouse.identifier(args.name)
     report = verify_mv(lakehouse, identifier, slices=args.slices, sample=args.sample)
     if args.output == "json":
@@ -139,7 +139,7 @@ def cmd_mv_drop(config: Config, args: argparse.Namespace) -> int:
 def cmd_mv_list(config: Config, args: argparse.Namespace) -> int:
     from icemv.mv.model import list_materialized_views
 
-    mvs = list_materialized_views(Lakehouse(config))
+    mvs = list_materialized_views(_existing_lakehouse(config))
     if args.output == "json":
         print_document(mv_list_document(mvs))
         return 0
@@ -155,7 +155,7 @@ def cmd_mv_show(config: Config, args: argparse.Namespace) -> int:
     from icemv.mv.model import load_materialized_view
     from icemv.mv.report import mv_report, render_report
 
-    lakehouse = Lakehouse(config)
+    lakehouse = _existing_lakehouse(config)
     report = mv_report(
         lakehouse, load_materialized_view(lakehouse, lakehouse.identifier(args.name))
     )
@@ -170,7 +170,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from icemv.mv.model import list_materialized_views
     from icemv.mv.report import status_rows
 
-    lakehouse = Lakehouse(config)
+    lakehouse = _existing_lakehouse(config)
     rows = status_rows(lakehouse, list_materialized_views(lakehouse))
     if args.output == "json":
         print_document(rows)
@@ -250,3 +250,14 @@ def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from icemv.cli.demo import run_demo
 
     return run_demo(config, args.seconds, args.interval, args.max_seconds)
+
+
+def _existing_lakehouse(config: Config) -> Lakehouse:
+    """The lakehouse of a command that only reads it: on the embedded default, one must
+    already be there (`Lakehouse` would make an empty one and answer for it)."""
+    if config.catalog.embedded and not config.home_path.exists():
+        raise ConfigError(
+            f"no lakehouse at {config.home_path} (the embedded default, `home`): "
+            "`icemv demo` makes one there, or pass --config FILE for yours"
+        )
+    return Lakehouse(config)
