@@ -69,6 +69,17 @@ def test_non_utf8_config_file(tmp_path: Path) -> None:
     assert "not UTF-8" in one_error_line(result.stderr)
 
 
+def test_a_deprecated_setting_is_one_warning_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "icemv.yaml", {"refresh": {"auto_full_ratio": 0.5}})
+    result = run_cli("--config", config, "config", "show")
+    assert result.returncode == 0, result.stderr
+    [line] = result.stderr.splitlines()  # stderr is not a terminal: a JSON log line
+    logged = json.loads(line)
+    assert (logged["level"], logged["event"]) == ("warning", "deprecated_setting")
+    assert logged["detail"].startswith("refresh.auto_full_ratio is deprecated and ignored")
+    assert "FutureWarning" not in result.stderr and "site-packages" not in result.stderr
+
+
 @pytest.mark.parametrize("command", [["status"], ["mv", "list"], ["refresh", "x.y"]])
 @pytest.mark.parametrize(
     "uri",

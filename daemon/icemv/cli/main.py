@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 
 import structlog
@@ -30,13 +31,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The daemon logging JSON says its last word as a log event too: every line is JSON.
     json_daemon = False
     try:
-        config = load_config(args.config)
+        with warnings.catch_warnings(record=True) as deprecated:
+            warnings.simplefilter("always", FutureWarning)
+            config = load_config(args.config)
         if args.handler is cmd_run:
             json_daemon = configure_logging(config.logging)
         else:
             configure_logging(
                 command_logging(config.logging, verbose=args.verbose, debug=args.debug)
             )
+        # A deprecated setting: one log line (JSON for a JSON daemon), not Python's warning
+        # with the path of the library that raised it.
+        for warning in deprecated:
+            if issubclass(warning.category, FutureWarning):
+                log = structlog.get_logger("icemv.config")
+                log.warning("deprecated_setting", detail=str(warning.message))
+            else:
+                warnings.warn_explicit(
+                    warning.message, warning.category, warning.filename, warning.lineno
+                )
         result: int = args.handler(config, args)
         return result
     except KeyboardInterrupt:
