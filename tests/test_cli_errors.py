@@ -69,6 +69,19 @@ def test_non_utf8_config_file(tmp_path: Path) -> None:
     assert "not UTF-8" in one_error_line(result.stderr)
 
 
+def test_an_unreachable_rest_catalog_names_catalog_uri(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "icemv.yaml",
+        {"catalog": {"type": "rest", "uri": "http://icemv:hunter2@127.0.0.1:1/api"}},
+    )
+    result = run_cli("--config", config, "mv", "list")
+    assert result.returncode == 1
+    line = one_error_line(result.stderr)
+    assert line.startswith("icemv: error: REST catalog unreachable (catalog.uri): http://"), line
+    assert "/api/v1/config" in line and "Connection refused" in line, line
+    assert "hunter2" not in result.stderr
+
+
 def test_a_deprecated_setting_is_one_warning_line(tmp_path: Path) -> None:
     config = write_config(tmp_path / "icemv.yaml", {"refresh": {"auto_full_ratio": 0.5}})
     result = run_cli("--config", config, "config", "show")

@@ -26,6 +26,11 @@ def runtime_message(exc: BaseException) -> str:
         return f"catalog database unavailable: {one_line(str(exc.orig))}"
     if isinstance(exc, SQLAlchemyError):
         return f"catalog database unavailable: {one_line(str(exc))}"
+    import requests
+
+    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+        reason = _connection_reason(exc)
+        return f"REST catalog unreachable (catalog.uri): {reason}"
     import kafka.errors
 
     # kafka-python 2.x says "no brokers" with NoBrokersAvailable, 3.x with a bootstrap timeout.
@@ -37,6 +42,17 @@ def runtime_message(exc: BaseException) -> str:
     if isinstance(exc, kafka.errors.KafkaError):
         return f"Kafka: {one_line(str(exc))}"
     return f"{type(exc).__name__}: {one_line(str(exc))}"
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """The URL asked and the innermost cause of a failed HTTP request, on one line."""
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None)
+    cause = str(exc)
+    for marker in ("Caused by ", "Failed to establish a new connection: "):
+        cause = cause.split(marker)[-1]
+    cause = cause.strip("()\"' ")
+    return one_line(f"{url}: {cause}" if url else cause)
 
 
 def one_line(text: str) -> str:
