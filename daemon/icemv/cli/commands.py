@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import yaml
 
-from icemv.cli.output import mv_list_document, print_document
+from icemv.cli.output import announced, mv_list_document, print_document
 from icemv.config import Config, masked_dump
 from icemv.errors import ConfigError
 from icemv.lakehouse import Lakehouse
@@ -33,13 +33,14 @@ def cmd_mv_create(config: Config, args: argparse.Namespace) -> int:
     from icemv.mv.lifecycle import create_mv
 
     lakehouse = Lakehouse(config)
-    mv = create_mv(
-        lakehouse,
-        lakehouse.identifier(args.name),
-        args.sql,
-        _properties(args.property),
-        args.partition_by,
-    )
+    with announced(f"creating {args.name} (Spark checks the SQL)"):
+        mv = create_mv(
+            lakehouse,
+            lakehouse.identifier(args.name),
+            args.sql,
+            _properties(args.property),
+            args.partition_by,
+        )
     print(f"created materialized view {mv.identifier} (storage table {mv.storage})")
     from icemv.mv.explain import explain, render_explain
 
@@ -80,7 +81,8 @@ def cmd_mv_verify(config: Config, args: argparse.Namespace) -> int:
 
     lakehouse = _existing_lakehouse(config)
     identifier = lakehouse.identifier(args.name)
-    report = verify_mv(lakehouse, identifier, slices=args.slices, sample=args.sample)
+    with announced(f"verifying {identifier} against its SQL"):
+        report = verify_mv(lakehouse, identifier, slices=args.slices, sample=args.sample)
     if args.output == "json":
         print_document(verify_report_json(report))
     else:
@@ -190,7 +192,8 @@ def cmd_refresh(config: Config, args: argparse.Namespace) -> int:
     from icemv.refresh.policy import refresh_mv
 
     lakehouse = Lakehouse(config)
-    result = refresh_mv(lakehouse, lakehouse.identifier(args.name), force_full=args.full)
+    with announced(f"refreshing {args.name}" + (" in full" if args.full else "")):
+        result = refresh_mv(lakehouse, lakehouse.identifier(args.name), force_full=args.full)
     print(
         f"{result.mv}: {result.mode} ({result.reason}) in {result.duration_seconds:.2f} s, "
         f"+{result.rows_inserted} -{result.rows_deleted} rows, "

@@ -29,6 +29,8 @@ seconds (`*-seconds`); a missing value is `null`.
     sources: [{type ("table"/"view"), name, recorded, current (snapshot ids, or view
         versions), pending, problem}]
     history: newest first, [{snapshot-id, timestamp-ms, view-version-id, mode, reason,
+        engine ("duckdb"/"spark" or null), rows-inserted, rows-deleted (or null),
+        duration-seconds (from the refresh's start to its commit),
         sources: {name: snapshot id or "vN"}}]
     current-refresh-id, refreshes: the same history oldest first in the shape of the
         Iceberg MV proposal (#6420): [{refresh-id, version-id, sequence-number,
@@ -37,7 +39,9 @@ seconds (`*-seconds`); a missing value is `null`.
 `icemv mv explain NAME`: one object (`icemv.mv.explain.explain`):
     name, incremental (bool), policy, sources (names); when not incremental `reasons` (codes)
     and `details`; when it is, `shape`, `strategy`, `change-sets` and, as they apply,
-    `rules`, `keys`, `grouping-sets`, `state-columns`, `normalised`, `quarantined`.
+    `rules`, `keys`, `grouping-sets`, `state-columns`, `normalised`, `quarantined`;
+    `strategy` is a string (rows) or, for an aggregate, {insert-only, with-deletes} (before
+    this release: "insert-only deltas" and "deltas with deletes").
 
 `icemv mv verify NAME`: one object (`icemv.mv.verify.verify_report_json`): mv, clean,
     summary, storage-snapshot-id, slices, checked-slices, differing-slices, storage-rows,
@@ -49,7 +53,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from icemv.mv.model import MaterializedView
@@ -87,3 +94,16 @@ def mv_list_document(mvs: Iterable[MaterializedView]) -> list[dict[str, Any]]:
         }
         for mv in mvs
     ]
+
+
+@contextmanager
+def announced(what: str) -> Iterator[None]:
+    """`icemv: <what> ...` before a long command and `icemv: <what>: done in 12.3 s` after it,
+    on stderr when it is a terminal (scripts read stdout and a quiet stderr)."""
+    terminal = sys.stderr.isatty()
+    started = time.monotonic()
+    if terminal:
+        print(f"icemv: {what} ...", file=sys.stderr, flush=True)
+    yield
+    if terminal:
+        print(f"icemv: {what}: done in {time.monotonic() - started:.1f} s", file=sys.stderr)
