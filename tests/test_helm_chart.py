@@ -127,6 +127,28 @@ def render(chart: Any, values: dict[str, Any] | None = None) -> Rendered:
     return Rendered(chart.render(values or {}, name=RELEASE, namespace=NAMESPACE))
 
 
+def missing_s3_jars(config: Config) -> list[str]:
+    """The S3 jars an s3:// warehouse needs that the config does not name (the image has
+    neither Iceberg's S3 FileIO nor S3A)."""
+    if not config.warehouse_uri.startswith(("s3://", "s3a://")):
+        return []
+    jars = " ".join([*config.spark.packages, *config.spark.extra_jars])
+    return [jar for jar in ("iceberg-aws", "hadoop-aws") if jar not in jars]
+
+
+@pytest.mark.parametrize("values_file", CASES)
+def test_an_s3_warehouse_brings_the_s3_jars(chart: Any, values_file: Path | None) -> None:
+    config = parse_config(render(chart, load_values(values_file)).config)
+    assert missing_s3_jars(config) == [], values_file
+
+
+def test_an_s3_warehouse_without_the_jars_is_caught(chart: Any) -> None:
+    values = load_values(ROOT / "deploy/values/postgres-kafka.yaml")
+    del values["config"]["spark"]["packages"]
+    config = parse_config(render(chart, values).config)
+    assert missing_s3_jars(config) == ["iceberg-aws", "hadoop-aws"]
+
+
 def render_error(chart: Any, values: dict[str, Any]) -> str:
     with pytest.raises(helm.HelmError) as caught:
         chart.render(values, name=RELEASE, namespace=NAMESPACE)
