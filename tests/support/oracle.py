@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from icemv.identifiers import Identifier, quote_part
@@ -28,6 +29,11 @@ def _normalized(row: Any) -> tuple[Any, ...]:
     return tuple(_normalized_value(v) for v in row)
 
 
+def as_multiset(rows: Iterable[Any]) -> Counter[Any]:
+    """Rows as the oracle compares them: a multiset, floats rounded (`_normalized`)."""
+    return Counter(map(_normalized, rows))
+
+
 def storage_and_oracle(
     lakehouse: Lakehouse, identifier: Identifier
 ) -> tuple[Counter[Any], Counter[Any]]:
@@ -45,7 +51,7 @@ def storage_and_oracle(
     actual = spark.sql(
         f"SELECT {columns} FROM {lakehouse.quoted(mv.storage)} VERSION AS OF {record.snapshot_id}"
     ).collect()
-    return Counter(map(_normalized, actual)), Counter(map(_normalized, expected))
+    return as_multiset(actual), as_multiset(expected)
 
 
 def _close(left: tuple[Any, ...], right: tuple[Any, ...]) -> bool:

@@ -18,6 +18,8 @@ def _report() -> dict[str, Any]:
         + "max(amount) AS top FROM sales.orders GROUP BY date(ordered_at), country",
         "view-version-id": 2,
         "storage-table": "sales.orders_daily__storage",
+        "read-sql": "SELECT `order_date`, `country`, `orders`, `revenue`, `top` FROM "
+        "`lake`.`sales`.`orders_daily__storage`",
         "properties": {
             "icemv.refresh-policy": "incremental",
             "icemv.storage-table": '{"namespace": ["sales"], "name": "orders_daily__storage"}',
@@ -76,6 +78,8 @@ def test_mv_show_fits_100_columns_with_ages_and_a_history_table() -> None:
     assert ", 3m ago" in newest and "incremental (source-changed)" in newest
     assert "duckdb" in newest and "+12 -3" in newest and "0.4 s" in newest
     assert ", 2h ago" in lines[header + 3] and "full (never-refreshed)" in lines[header + 3]
+    read = [i for i, line in enumerate(lines) if line.startswith("  read with     : SELECT")]
+    assert read and lines[read[0] + 1].strip() == "`lake`.`sales`.`orders_daily__storage`"
     # The SQL wraps under its label.
     sql = [i for i, line in enumerate(lines) if line.startswith("  sql           : ")]
     assert sql and lines[sql[0] + 1].startswith(" " * 18) and lines[sql[0] + 1][18] != " "

@@ -25,7 +25,8 @@ seconds (`*-seconds`); a missing value is `null`.
 
 `icemv mv show NAME`: one object (`icemv.mv.report.mv_report`):
     name, sql, view-version-id, storage-table, properties (object), state, reason,
-    staleness-seconds as in status;
+    staleness-seconds as in status; view-columns (the storage table's columns a reader
+    selects: the view's, without the hidden state) and read-sql (that SELECT, Spark SQL);
     sources: [{type ("table"/"view"), name, recorded, current (snapshot ids, or view
         versions), pending, problem}]
     history: newest first, [{snapshot-id, timestamp-ms, view-version-id, mode, reason,

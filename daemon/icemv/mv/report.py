@@ -7,9 +7,13 @@ import textwrap
 import time
 from typing import Any
 
+from sqlglot import exp
+
+from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.history import history_as_6420, refresh_history
+from icemv.mv.layout import StorageLayout
 from icemv.mv.model import MaterializedView
 from icemv.spec.quarantine import QUARANTINE_PROPERTY, quarantine_of
 from icemv.spec.summary import SummaryKey
@@ -19,14 +23,20 @@ from icemv.spec.view_metadata import STORAGE_TABLE_PROPERTY
 def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
     freshness = assess_freshness(lakehouse, mv)
     try:
-        history = refresh_history(lakehouse.load_table(mv.storage))
+        storage = lakehouse.load_table(mv.storage)
     except Exception:  # noqa: BLE001 (storage missing: freshness already says invalid)
-        history = []
+        history, columns = [], []
+    else:
+        history = refresh_history(storage)
+        columns = list(StorageLayout.of(storage).view_columns)
     return {
         "name": mv.identifier.dotted,
         "sql": mv.sql,
         "view-version-id": mv.version.version_id,
         "storage-table": mv.storage.dotted,
+        # What other engines read: the view's columns of the storage table (docs/reading.md).
+        "view-columns": columns,
+        "read-sql": read_sql(lakehouse.catalog_name, mv.storage, columns),
         "properties": mv.properties,
         "state": freshness.state,
         "reason": freshness.reason,
@@ -55,6 +65,19 @@ def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
         ],
         **history_as_6420(history, lakehouse.catalog_name),
     }
+
+
+def read_sql(catalog: str, storage: Identifier, columns: list[str]) -> str | None:
+    """`SELECT <the view's columns> FROM <storage>`: the MV as other engines read it, without
+    icemv's hidden state columns (Spark SQL, every name quoted)."""
+    if not columns:
+        return None
+    table = exp.Table(
+        this=exp.to_identifier(storage.name, quoted=True),
+        db=exp.to_identifier(storage.namespace_str, quoted=True),
+        catalog=exp.to_identifier(catalog, quoted=True),
+    )
+    return exp.select(*(exp.column(c, quoted=True) for c in columns)).from_(table).sql("spark")
 
 
 def _count(text: str | None) -> int | None:
@@ -102,6 +125,10 @@ def render_report(report: dict[str, Any], verbose: bool = False, now_ms: int | N
         f"  staleness     : {report['staleness-seconds']:.1f} s",
         label + f"\n{' ' * len(label)}".join(sql),
     ]
+    if report.get("read-sql"):
+        label = "  read with     : "
+        read = textwrap.wrap(report["read-sql"], WIDTH - len(label), break_on_hyphens=False)
+        lines.append(label + f"\n{' ' * len(label)}".join(read))
     shown = {
         k: v
         for k, v in sorted(report["properties"].items())
