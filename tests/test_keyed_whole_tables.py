@@ -138,6 +138,12 @@ EDGES = {
         "UNION ALL SELECT o.o_id AS id, o.o_status AS label FROM orders o "
         "WHERE o.o_cust NOT IN (SELECT n.n_id * 50 + 50 FROM nations n)"
     ),
+    # A `<=>` from a padded side: an order without a customer matches a nation with a NULL
+    # id through the NULL of its padding, which no customer row reaches: nations recomputes.
+    "padded_null_safe": (
+        "SELECT o.o_id, c.c_segment, n.n_name FROM orders o LEFT JOIN customers c "
+        "ON o.o_cust = c.c_id LEFT JOIN nations n ON c.c_nation <=> n.n_id"
+    ),
     # An uncorrelated NOT IN over a table read whole: recomputed when nations changes.
     "whole_not_in": (
         "SELECT c.c_id, count(*) OVER (PARTITION BY c.c_segment) AS peers FROM customers c "
@@ -152,12 +158,18 @@ WHOLE: dict[str, str | None] = {
     "derived_anchor": "n",
     "non_equi": "n (no equality",
     "union_filter": None,
+    "padded_null_safe": "n (no equality",
 }  # fmt: skip
 NULL_NATION = "(NULL, 'NOWHERE')"
 # Views that recompute when a step since the last refresh has this text: any change to
 # nations for a non-equi join or a NOT IN of the linear subquery rule, a NULL joining a
 # keyed NOT IN's subquery (else its subqueries keep their values).
-RECOMPUTED_ON = {"non_equi": "{nations}", "whole_not_in": NULL_NATION, "union_filter": "{nations}"}
+RECOMPUTED_ON = {
+    "non_equi": "{nations}",
+    "whole_not_in": NULL_NATION,
+    "union_filter": "{nations}",
+    "padded_null_safe": "{nations}",
+}
 
 
 @dataclass(frozen=True)

@@ -296,13 +296,17 @@ def _unless_unchanged_subqueries(
     old_pins = {**pins, **{i: c.old_snapshot_id for i, c in moved.items()}}
     new_pins = {**pins, **{i: c.new_snapshot_id for i, c in moved.items()}}
     inputs = DeltaInputs(base.reads.catalog_name, {}, old_pins, new_pins)
+
+    def shown(check: exp.Query, pins: dict[Identifier, int | None]) -> exp.Expr:
+        # As text: `<=>` would call 0.0 and -0.0 the same, which the view
+        # may tell apart (`CAST(x AS STRING)`, `signum`); a double's text is unique to it.
+        value = exp.Subquery(this=inputs.pinned(check, pins))
+        return exp.Cast(this=value, to=exp.DataType.build("STRING"))
+
     same = exp.select(
         *(
             exp.alias_(
-                exp.NullSafeEQ(
-                    this=exp.Subquery(this=inputs.pinned(check, old_pins)),
-                    expression=exp.Subquery(this=inputs.pinned(check, new_pins)),
-                ),
+                exp.NullSafeEQ(this=shown(check, old_pins), expression=shown(check, new_pins)),
                 f"same_{n}",
                 quoted=True,
             )

@@ -96,7 +96,7 @@ input rows (sql/delta.py, `pre_aggregation_delta`). Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -176,10 +176,15 @@ def _equalities(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str]]:
     ]
 
 
-def _column_pairs(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str, str, str]]:
-    """`a.x = b.y` / `a.x <=> b.y` conjuncts between two aliases' plain columns, as
-    (a, x, b, y)."""
-    pairs = []
+Edge = tuple[str, str, str, str]  # (from alias, its column, to alias, its column)
+
+
+def _edges(conjuncts: Iterable[exp.Expr], padded: Collection[str]) -> list[Edge]:
+    """Each `a.x = b.y` conjunct between two aliases' plain columns both ways, as (a, x, b,
+    y) and (b, y, a, x); a `a.x <=> b.y` only from a side no outer join pads: from a padded
+    row (no row, its columns NULL) `<=>` would match the NULLs of the other side, which a
+    join from the row's table at the new snapshot cannot find."""
+    edges: list[Edge] = []
     for c in conjuncts:
         if isinstance(c, exp.EQ | exp.NullSafeEQ):
             left, right = c.this, c.expression
@@ -190,13 +195,11 @@ def _column_pairs(conjuncts: Iterable[exp.Expr]) -> list[tuple[str, str, str, st
                 and right.table
                 and left.table != right.table
             ):
-                pairs.append((left.table, left.name, right.table, right.name))
-    return pairs
-
-
-def _both_ways(pairs: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
-    """Each (a, x, b, y) also as (b, y, a, x)."""
-    return pairs + [(b, y, a, x) for a, x, b, y in pairs]
+                strict = isinstance(c, exp.EQ)
+                a, x, b, y = left.table, left.name, right.table, right.name
+                edges += [(a, x, b, y)] if strict or a not in padded else []
+                edges += [(b, y, a, x)] if strict or b not in padded else []
+    return edges
 
 
 def _links(left: set[str], right: set[str], equalities: Iterable[tuple[str, str]]) -> bool:
@@ -329,7 +332,7 @@ class _Check:
         first = from_.this.alias_or_name
         joined = {first}
         whole = {first} if self._whole(scope, from_.this) else set()
-        edges: list[tuple[str, str, str, str]] = []  # (from alias, column, to alias, column)
+        edges: list[Edge] = []
         for join in joins:
             alias = join.this.alias_or_name
             right = self._source(scope, join.this)
@@ -341,7 +344,7 @@ class _Check:
             if join.args.get("using"):
                 raise NoKey(f"a join with USING: {_text(join)}")
             linked = _linked(keys, right, on)
-            pairs = _both_ways(_column_pairs(on))
+            pairs = _edges(on, padded)
             if kind in ("SEMI", "ANTI") or side == "LEFT":
                 # From the preserved side to the padded one; a whole right side only matches.
                 edges += [e for e in pairs if e[0] in joined and e[2] == alias]
@@ -385,7 +388,7 @@ class _Check:
         if whole:
             if joined <= whole:
                 raise NoKey(f"a SELECT that reads no keyed table: {_text(select)}")
-            edges += _both_ways(_column_pairs(where_conjuncts))
+            edges += _edges(where_conjuncts, padded)
             self._reach(scope, joined - whole, whole, edges)
         return keys.filtered([c for c in where_conjuncts if _aliases(c) <= local])
 
@@ -399,7 +402,7 @@ class _Check:
         scope: Scope,
         keyed: set[str],
         whole: set[str],
-        edges: list[tuple[str, str, str, str]],
+        edges: list[Edge],
     ) -> None:
         """A reach for every whole table of this SELECT, nearest the keyed tables first;
         one that no equality reaches is recomputed on. A keyed table anchors a path, and so
@@ -546,7 +549,8 @@ class _Check:
         subquery's value only for outer rows with o.y = s.x), or it is `o.y IN (SELECT s.x
         FROM s ...)` in a positive place of the WHERE (`positive_in`: only its truth counts,
         TRUE where some row has s.x = o.y, so a changed row of s flips it only for outer rows
-        with o.y = s.x). Otherwise a change to its tables may change every row: they are
+        with o.y = s.x). A `<=>` reaches only from an o no outer join pads (`_edges`).
+        Otherwise, correlated or not, a change to its tables may change every row: they are
         recomputed on."""
         tables = self._whole_tables(sub)
         if tables is None:
@@ -558,8 +562,9 @@ class _Check:
         if reach is not None:
             self.reach[id(tables[0])] = reach
             return True
-        if sub.external_columns:
-            return False
+        where = sub.expression.args.get("where")
+        if any(where is None or not inside(c, where) for c in sub.external_columns):
+            return False  # an outer column outside the WHERE (`avg(outer.x)`): not checked
         self.recompute |= {id(table) for table in tables}
         return True
 
@@ -581,8 +586,16 @@ class _Check:
         alias = table.alias_or_name
         if sub.external_columns:
             where = inner.args.get("where")
-            for a, x, o, y in _both_ways(_column_pairs(_conjuncts(where.this if where else None))):
-                if a == alias and anchored(o):
+            outer = scope.expression
+            from_ = outer.args.get("from_")
+            padded = (
+                self._padded(from_.this, list(outer.args.get("joins") or []))
+                if isinstance(from_, exp.From)
+                else set()
+            )
+            for o, y, a, x in _edges(_conjuncts(where.this if where else None), padded):
+                # `o` names the outer row's table; the subquery's own one shadows it.
+                if a == alias and o != alias and anchored(o):
                     return Reach(x, o, y)
             return None
         holder = inner.parent.parent if isinstance(inner.parent, exp.Subquery) else inner.parent
@@ -598,6 +611,7 @@ class _Check:
             and isinstance(output, exp.Column)
             and output.table == alias
             and isinstance(outer, exp.Column)
+            and outer.table != alias  # the subquery's own table would shadow the outer one
             and anchored(outer.table)
         ):
             return Reach(output.name, outer.table, outer.name)
