@@ -126,8 +126,9 @@ class RowsAnalysis:
     rewrites: tuple[str, ...] = ()
     # Set when the delta comes from the affected keys (sql/keys.py), not from the terms.
     keyed: KeyClass | None = None
-    # Sources read only by WHERE subqueries: a change to one recomputes the view
-    # (sql/subquery_filters.py).
+    # Sources a change to which recomputes the view (subqueries no key bounds, tables no
+    # equality reaches: sql/subquery_filters.py, sql/key_check.py), unless the subqueries
+    # reading them keep their values (refresh/plan.py).
     recompute_on: frozenset[Identifier] = frozenset()
     # ORDER BY ... LIMIT n at the root (sql/top_n.py); `query` is then the query without it.
     top_n: TopN | None = None
@@ -153,7 +154,7 @@ class AggregateAnalysis:
     # GROUPING SETS / ROLLUP / CUBE: a union of groupings, told apart by a hidden grouping
     # id (sql/state.py); `keys` are every grouping expression, NULL where rolled up.
     grouping_sets: bool = False
-    # Sources read only by WHERE subqueries (sql/subquery_filters.py).
+    # Sources a change to which recomputes the view, as for RowsAnalysis.
     recompute_on: frozenset[Identifier] = frozenset()
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"

@@ -219,9 +219,9 @@ def _reached_keys(table: exp.Table, changes: exp.Table, inputs: DeltaInputs) -> 
 
 
 def _in_scope(node: exp.Expr, alias: str) -> exp.Table | exp.Subquery:
-    """The table occurrence or derived relation `alias` names where `node` stands: in its
-    own SELECT, else in the nearest enclosing one (a correlated subquery's reach is in the
-    outer SELECT)."""
+    """The table occurrence or derived relation `alias` names, looked up from `node`'s own
+    SELECT outwards (a subquery's reach is in the outer SELECT; the key check gives no reach
+    whose parent alias the subquery's own table shadows)."""
     select = node.parent_select
     while select is not None:
         for found in select.find_all(exp.Table, exp.Subquery):

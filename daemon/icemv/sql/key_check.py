@@ -76,7 +76,9 @@ nearest to a is in the change of its own table, whose path (or key) finds k, or 
 changed row of the derived relation a, whose key k some change under a touched (a
 decomposes by key: a row of a(..|k) moves only if a row of key k does). NULLs never
 satisfy `=`, so the path joins null-safely only where the SELECT does (a superset either
-way is fine: a key touched for nothing recomputes to the same rows). A whole table that
+way is fine: a key touched for nothing recomputes to the same rows). A `<=>` step is taken
+only from a table no outer join of the SELECT pads: a padded row has no row to join at the
+new snapshot, yet its NULLs match the whole table's (`_edges`). A whole table that
 no equality reaches (a non-equi join, a dimension joined on an expression) still reads
 whole and decomposes as above; a change to it may touch every key, so it is returned as
 recomputed on, and a change to the keyed tables alone stays incremental.
@@ -84,11 +86,14 @@ recomputed on, and a change to the keyed tables alone stays incremental.
 A subquery expression over tables read whole only (nested ones included) is the same
 relation for every key: for a row of key k it has the same value in Q(..|k, whole) as in Q,
 whatever it computes and wherever it stands (NOT IN, CASE, a scalar in the projection).
-Correlated, it is allowed when it reads one table s and its WHERE has a top-level conjunct
-`s.x = o.y` (or `<=>`) with o a keyed or reached table of the enclosing SELECT: a changed
-row of s changes the subquery only for outer rows with o.y = s.x, which is s's reach.
-Uncorrelated, a change to its tables may flip every row; they are returned as recomputed
-on (a change to one refreshes the view in full, as sql/subquery_filters.py does).
+Its changes reach the key when it reads one table s and its WHERE has a top-level conjunct
+`s.x = o.y` (or `<=>` from an o no outer join pads) with o a keyed or reached table of the
+enclosing SELECT, or when it is a positive `o.y IN (SELECT s.x ...)`: a changed row of s
+changes the subquery only for outer rows with o.y = s.x, which is s's reach. Otherwise
+(uncorrelated, or correlated by other predicates, outer columns only in its WHERE) a change
+to its tables may flip every row; they are returned as recomputed on: a change to one
+refreshes the view in full, unless each uncorrelated EXISTS or scalar subquery reading it
+keeps its value (sql/subquery_filters.py, `unchanged_checks`).
 
 The root SELECT needs only to decompose; an aggregate at the root merges the delta of its
 input rows (sql/delta.py, `pre_aggregation_delta`). Pure: no I/O.
@@ -122,8 +127,9 @@ class Reach:
 @dataclass(frozen=True)
 class KeyProof:
     """What the check found beside the decomposition: the reach of each table occurrence
-    read whole (by `id`), and the occurrences read only by uncorrelated subqueries over
-    tables read whole, whose changes no key bounds (a change to one recomputes the view)."""
+    read whole (by `id`), and the occurrences read whole whose changes no key bounds
+    (subqueries without a reach, tables no equality reaches): a change to one recomputes
+    the view."""
 
     reach: dict[int, Reach]
     recompute: frozenset[int]

@@ -13,8 +13,9 @@ An aggregate over such a query (the root `GROUP BY`) takes that difference as th
 its input rows.
 
 The search proposes key columns from the columns the query equates anywhere (joins,
-correlations, `IN`, derived tables' outputs), and keeps the first choice the check proves;
-a proposal is only a guess, the proof is sql/key_check.py. Choices that key every table
+correlations, `IN`, derived tables' outputs), and keeps a choice the check proves, the
+first of those recomputed on the fewest occurrences; a proposal is only a guess, the proof
+is sql/key_check.py. Choices that key every table
 occurrence come first; then choices that key only some of them, the others read whole
 (a dimension joined on another column, a window partitioned by a joined table's column:
 sql/key_check.py says when that decomposes, and how a change to a whole table reaches
@@ -54,8 +55,9 @@ class KeyClass:
     nonlinear: frozenset[Identifier]
     # "alias (via alias.column = parent.column)", one per occurrence read whole.
     whole: tuple[str, ...] = ()
-    # Sources read by uncorrelated subqueries over tables read whole: no key bounds what
-    # a change to one touches, so it recomputes the view (sql/key_check.py).
+    # Sources with an occurrence read whole whose changes no key bounds (a subquery without
+    # a reach, a table no equality reaches): a change to one recomputes the view, unless
+    # the subqueries reading it keep their values (sql/subquery_filters.py).
     recompute_on: frozenset[Identifier] = frozenset()
 
     def describe(self) -> str:

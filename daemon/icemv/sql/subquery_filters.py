@@ -13,7 +13,9 @@ snapshots (sql/analysis.py), where the subquery has the value it had.
 
 A change to a subquery source can flip the filter of any outer row: a NULL appearing in
 `s.x` drops every row of `t`, `s` emptying keeps them all. Those rows are not bounded by a
-key, so such a refresh recomputes the view (`subquery-source-changed`). Pure: no I/O.
+key, so such a refresh recomputes the view (`subquery-source-changed`), unless every
+subquery reading the source is an uncorrelated EXISTS or scalar whose value is the same at
+both snapshots (`unchanged_checks`, evaluated at plan time). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -112,8 +114,8 @@ def unchanged_checks(
 
 
 def _outermost_value(table: exp.Table) -> exp.Exists | exp.Subquery | None:
-    """The outermost `EXISTS` or scalar subquery around `table`; None if there is none, or
-    if a set-valued subquery (`IN`, a FROM) stands between it and the root."""
+    """The outermost `EXISTS` or scalar subquery around `table` (an `IN` set or a derived
+    table inside one counts as part of it); None if there is none."""
     found: exp.Exists | exp.Subquery | None = None
     node: exp.Expr | None = table.parent
     while node is not None:
