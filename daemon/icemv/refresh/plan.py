@@ -164,6 +164,18 @@ class IncrementalPlan:
             and self.aggregate_strategy() == "recompute-groups"
         )
 
+    @property
+    def may_recompute_groups(self) -> bool:
+        """Whether the patch may recompute touched groups from the sources: its strategy
+        says so, or it merges MIN/MAX under deletes, which recomputes the groups a delete
+        takes the extreme of (refresh/patch/aggregate_rules.py)."""
+        analysis = self.analysis
+        if not isinstance(analysis, AggregateAnalysis):
+            return False
+        if self.aggregate_strategy() != "merge-aggregates":
+            return True
+        return self.with_deletes and any(a.func in ("min", "max") for a in analysis.aggregates)
+
     def aggregate_strategy(self) -> AggregateStrategy:
         """How an aggregate view's delta is applied, for this refresh's changes and the
         storage table's state columns and types."""

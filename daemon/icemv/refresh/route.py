@@ -197,9 +197,7 @@ def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
     if not isinstance(analysis, AggregateAnalysis) and analysis.top_n is not None:
         return "a top-N view"
     base = plan.base
-    recomputes = (
-        isinstance(analysis, AggregateAnalysis) and plan.aggregate_strategy() != "merge-aggregates"
-    )
+    recomputes = plan.may_recompute_groups  # the sources held at both snapshots
     reads: list[SourceRead] = []
     for identifier, change in plan.moved.items():
         source = base.reads.load_table(identifier)
