@@ -17,7 +17,9 @@ scales its rows before the comparison. A delta that recomputes the touched group
 aggregate (MIN/MAX or a floating-point SUM under deletes, HAVING, grouping sets) evaluates
 the view at the new snapshots semi-joined to the touched keys, so on Spark it scans every
 source whole besides the change: its rows are added to the change read's (refresh/plan.py),
-and only the embedded engine, which holds small tables whole, keeps it incremental.
+and only the embedded engine, which holds small tables whole, keeps it incremental. A merge
+of MIN/MAX under deletes recomputes only the groups a delete takes the extreme of, known
+once the delta is read: when its reread would be too dear, Spark recomputes fully then.
 
 When the embedded engine takes the change (refresh/route.py decides; the plan asks
 it only when the Spark estimate says full), its read costs less (`arrow_read_rows`): the

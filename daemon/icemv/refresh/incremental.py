@@ -13,7 +13,9 @@ engine (DuckDB on the driver, refresh/exec/duckdb.py), anything else by Spark
 while running the embedded engine sends the refresh to Spark, except when policy `auto`
 kept the refresh incremental only for the embedded read's lower cost (`plan.arrow_only`):
 then it is FullRefreshRequiredError (`delta-too-large`), the full recompute being cheaper
-than Spark's change read. The result says which engine computed the delta and, for Spark,
+than Spark's change read; likewise when a MIN/MAX merge on Spark must recompute a group
+a delete took the extreme of and the plan found that reread dearer than a full recompute
+(`plan.reread_too_dear`). The result says which engine computed the delta and, for Spark,
 why not the embedded one.
 """
 
@@ -256,6 +258,12 @@ def _shaped(
     state = plan.base.state_columns
 
     def recompute() -> StoragePatch:
+        if plan.reread_too_dear is not None and isinstance(views, SparkExecutor):
+            raise FullRefreshRequiredError(
+                RefreshReason.DELTA_TOO_LARGE,
+                f"{plan.reread_too_dear} (a delete reached a group's stored extreme: "
+                "recomputing the group reads every source)",
+            )
         new_query = inputs.pinned(state_query(analysis, state), inputs.new)
         return recompute_groups_patch(views, analysis, pre_delta, new_query, outputs, target)
 

@@ -136,6 +136,10 @@ class IncrementalPlan:
     # Policy auto kept it incremental only for the embedded engine's cheaper read: why Spark's
     # would not be (should the embedded engine refuse once reading, a full recompute is cheaper).
     arrow_only: str | None = None
+    # Policy auto: the patch merges but may recompute the groups a delete takes the extreme
+    # of (`may_recompute_groups`), which on Spark reads every source whole besides the
+    # change and would cost more than a full recompute: why. Spark then recomputes fully.
+    reread_too_dear: str | None = None
 
     @property
     def keyed(self) -> bool:
@@ -271,6 +275,10 @@ def plan_incremental(
     if cost_factor is not None and moved:
         cost = estimate_cost(base, moved)
         rereads = plan.rereads_sources
+        if not rereads and plan.may_recompute_groups:
+            reread = replace(cost, change_rows=cost.change_rows + cost.full_rows)
+            if not reread.incremental(cost_factor):
+                plan = replace(plan, reread_too_dear=reread.describe(cost_factor))
         if rereads:  # Spark recomputes the touched groups from every source, read whole
             cost = replace(cost, change_rows=cost.change_rows + cost.full_rows)
         if not cost.incremental(cost_factor):
