@@ -69,6 +69,7 @@ def test_generated_views_match_the_oracle(
             "spark_because": dict(total.spark_reasons),
             "spark_because_examples": total.spark_reason_examples,
             "full_by_reason": dict(total.full_reasons),
+            "full_by_reason_examples": total.full_reason_examples,
             "never_incremental_by_reason": dict(total.refused_views),
             "failures": total.failures,
             "seconds": round(time.monotonic() - started),

@@ -21,7 +21,11 @@ GROUPED = (
     "SELECT g, min(amount) AS lo, max(ts) AS last, max(name) AS top, sum(amount) AS total "
     "FROM m GROUP BY g"
 )
-GLOBAL = "SELECT min(amount) AS lo, max(ts) AS last, count(name) AS named FROM m"
+# COUNT_IF merges as the COUNT of a CASE it is (sql/normalise.py): it recomputed before.
+GLOBAL = (
+    "SELECT min(amount) AS lo, max(ts) AS last, count(name) AS named, "
+    "count_if(amount > 3) AS dear FROM m"
+)
 
 # (statement, whether the global view's refresh merges): every grouped refresh is
 # incremental, merged or with the touched groups recomputed; the global one goes full when

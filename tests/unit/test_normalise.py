@@ -142,3 +142,19 @@ def test_distinct_over_groups_is_left_alone() -> None:
     got = _normalised("SELECT DISTINCT k, count(*) AS n FROM orders GROUP BY k")
     assert got.query.args.get("distinct") is not None
     assert got.rewrites == ()
+
+
+def test_count_if_is_a_count_of_a_case() -> None:
+    got = _same(
+        "SELECT k, count_if(x > 1) AS n FROM orders GROUP BY k",
+        "SELECT k, count(CASE WHEN x > 1 THEN 1 END) AS n FROM orders GROUP BY k",
+    )
+    assert got.rewrites == ("count_if(c) as count(CASE WHEN c THEN 1 END)",)
+
+
+def test_an_outer_join_a_filter_empties_of_padding_is_inner() -> None:
+    got = _same(
+        "SELECT o.id, d.name FROM orders o LEFT JOIN dim d ON o.k = d.k WHERE d.name <> 'x'",
+        "SELECT o.id, d.name FROM orders o JOIN dim d ON o.k = d.k WHERE d.name <> 'x'",
+    )
+    assert got.rewrites == ("LEFT JOIN d as JOIN: a filter drops its NULL-padded rows",)

@@ -113,7 +113,9 @@ def refresh_mv(
                         detail=fallback.detail,
                     )
                     result = full_refresh(plan, fallback.reason, phases)
-                    result = dataclasses.replace(result, incident=incident)
+                    result = dataclasses.replace(
+                        result, incident=incident, fallback_detail=fallback.detail
+                    )
         except StorageCommitConflictError as exc:
             log.info(
                 "refresh_conflict_replanning", mv=str(identifier), attempt=attempt, error=str(exc)

@@ -39,6 +39,8 @@ class RefreshResult:
     engine_reason: str | None = None
     # The delta rule this refresh found wrong and quarantined (refresh/incident.py).
     incident: str | None = None
+    # A full refresh the incremental path fell back to: why, in words (the reason's detail).
+    fallback_detail: str | None = None
     # The refresh worker process that ran it (service/refresh_workers.py); None: the
     # daemon's own process.
     worker_pid: int | None = None

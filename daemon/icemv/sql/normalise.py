@@ -23,7 +23,12 @@ one such form into an equivalent one the rules handle, and says what it did, so
 7. `not_in_to_not_exists` (sql/not_in.py, once): `a NOT IN (SELECT x ...)` in a WHERE
    becomes NOT EXISTS conjuncts that keep its NULL semantics.
 
-Passes 3 to 5 repeat until the tree stops changing (a CTE chain folds one level a turn).
+8. `count_if_to_count` (once): `count_if(c)` becomes `count(CASE WHEN c THEN 1 END)`.
+9. `outer_joins_to_inner` (sql/outer_joins.py): an outer join whose NULL-padded rows the
+   WHERE (or a later inner join's ON) drops becomes the join it equals (LEFT -> inner,
+   FULL -> LEFT, RIGHT or inner).
+
+Passes 3 to 5 and 9 repeat until the tree stops changing (a CTE chain folds one level a turn).
 Whatever is left (a derived table joined to another table, a window, ...) keeps its
 reason code in `sql/constructs.py`. Pure: no I/O.
 """
@@ -37,6 +42,7 @@ from sqlglot import exp
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
 
 from icemv.sql.not_in import not_in_to_not_exists
+from icemv.sql.outer_joins import outer_joins_to_inner
 from icemv.sql.setops import set_operations_to_group_by
 
 MAX_ROUNDS = 16
@@ -59,11 +65,13 @@ def normalise(query: exp.Query) -> Normalised:
     query = inline_ctes(query, notes)
     query = set_operations_to_group_by(query, notes)
     query = not_in_to_not_exists(query, notes)
+    query = count_if_to_count(query, notes)
     for _ in range(MAX_ROUNDS):
         before = query.sql(dialect="spark")
         query = distinct_to_group_by(query, notes)
         query = _merged(query, notes)
         query = lift_aggregate_subqueries(query, notes)
+        query = outer_joins_to_inner(query, notes)
         if query.sql(dialect="spark") == before:
             break
     return Normalised(query, tuple(dict.fromkeys(notes)))
@@ -80,6 +88,17 @@ def drop_unordered_sorts(query: exp.Query, notes: list[str]) -> exp.Query:
             if node.args.get(key) is not None:
                 node.set(key, None)
                 notes.append("ORDER BY without LIMIT dropped")
+    return query
+
+
+def count_if_to_count(query: exp.Query, notes: list[str]) -> exp.Query:
+    """`count_if(c)` as `count(CASE WHEN c THEN 1 END)`: Spark defines it so (a NULL `c`
+    counts as false, no row gives 0, both BIGINT), and COUNT merges under deletes where
+    count_if was recomputed."""
+    for node in list(query.find_all(exp.CountIf)):
+        case = exp.Case(ifs=[exp.If(this=node.this.copy(), true=exp.Literal.number(1))])
+        node.replace(exp.Count(this=case))
+        notes.append("count_if(c) as count(CASE WHEN c THEN 1 END)")
     return query
 
 

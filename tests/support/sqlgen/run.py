@@ -63,6 +63,9 @@ class _SparkBug(Exception):
     """Spark failed on the view with an internal error: the view leaves the run."""
 
 
+EXAMPLES = 5  # details kept per full-refresh reason
+
+
 @dataclass
 class Stats:
     views: int = 0
@@ -76,6 +79,7 @@ class Stats:
     # Modes of the refreshes after each view's first (a view is built in full once).
     later_modes: Counter[str] = field(default_factory=Counter)
     full_reasons: Counter[str] = field(default_factory=Counter)  # after the first refresh
+    full_reason_examples: dict[str, list[str]] = field(default_factory=dict)  # a few details
     engines: Counter[str] = field(default_factory=Counter)
     # Why Spark computed a delta the embedded engine did not (the reason's first words).
     spark_reasons: Counter[str] = field(default_factory=Counter)
@@ -92,6 +96,9 @@ class Stats:
         self.modes.update(other.modes)
         self.later_modes.update(other.later_modes)
         self.full_reasons.update(other.full_reasons)
+        for reason, details in other.full_reason_examples.items():
+            kept = self.full_reason_examples.setdefault(reason, [])
+            kept += details[: max(0, EXAMPLES - len(kept))]
         self.engines.update(other.engines)
         self.spark_reasons.update(other.spark_reasons)
         for reason, example in other.spark_reason_examples.items():
@@ -261,6 +268,9 @@ def _refresh_and_check(
         elif result.mode == "full":
             reason = str(getattr(result.reason, "value", result.reason))
             stats.full_reasons[reason] += 1
+            examples = stats.full_reason_examples.setdefault(reason, [])
+            if len(examples) < EXAMPLES and result.fallback_detail:
+                examples.append(result.fallback_detail[:300])
             view.reasons[reason] += 1
     difference = oracle_difference(lakehouse, view.identifier)
     if difference is None:
