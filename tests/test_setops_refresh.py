@@ -44,7 +44,7 @@ def _refresh(lakehouse: Lakehouse, mv: Identifier) -> tuple[str, str]:
     return str(result.mode), result.reason
 
 
-def test_top_n_writes_nothing_until_an_appended_row_reaches_it(
+def test_top_n_writes_nothing_until_a_changed_row_reaches_it(
     lakehouse: Lakehouse, namespace: str
 ) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
@@ -62,9 +62,13 @@ def test_top_n_writes_nothing_until_an_appended_row_reaches_it(
     assert _refresh(lakehouse, mv) == ("full", "top-n-reached")
     append_trips(lakehouse, namespace, [(8, "b", 20.0, D1)])
     assert _refresh(lakehouse, mv) == ("full", "top-n-reached")
-    lakehouse.spark.sql(f"DELETE FROM {lakehouse.quoted(Identifier((namespace,), 'trips'))} "
-                        "WHERE id = 3")  # fmt: skip
-    assert _refresh(lakehouse, mv) == ("full", "top-n-not-append-only")
+    trips = lakehouse.quoted(Identifier((namespace,), "trips"))
+    lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 3")  # 6.0: after the 2nd row
+    assert _refresh(lakehouse, mv) == ("no-op", "top-n-unreached")
+    lakehouse.spark.sql(f"UPDATE {trips} SET fare = 5.5 WHERE id = 4")  # 4.0 -> 5.5
+    assert _refresh(lakehouse, mv) == ("no-op", "top-n-unreached")
+    lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 1")  # the 2nd row (10.0)
+    assert _refresh(lakehouse, mv) == ("full", "top-n-reached")
 
 
 def test_not_in_is_linear_in_the_outer_table_and_recomputes_for_the_subquery_table(

@@ -115,9 +115,9 @@ def construct_rules(analysis: MaintainableAnalysis) -> list[str]:
         )
     if isinstance(analysis, RowsAnalysis) and analysis.top_n is not None:
         rules.append(
-            f"top-n ({analysis.top_n.describe()}): appended rows that sort after the stored "
-            "n-th row write nothing (top-n-unreached); reaching or tying it, or a source "
-            "losing rows, recomputes the view (top-n-reached, top-n-not-append-only)"
+            f"top-n ({analysis.top_n.describe()}): view rows gained or lost that sort after "
+            "the stored n-th row write nothing (top-n-unreached); reaching or tying it "
+            "recomputes the view (top-n-reached)"
         )
     return rules
 

@@ -245,7 +245,7 @@ def _shaped(
         delta = rows_delta(analysis, inputs)
         if delta is None:
             raise _no_term_error(plan.moved)
-        if analysis.top_n is not None:  # append-only (plan.py): reached -> full refresh
+        if analysis.top_n is not None:  # a changed row reaching the top n: full refresh
             assert isinstance(views, SparkExecutor)  # the route leaves top-N to Spark
             return unreached_patch(
                 views.spark, analysis.top_n, delta, analysis.output_columns, target

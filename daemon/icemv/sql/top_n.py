@@ -1,13 +1,16 @@
 """Top-N: a view `SELECT ... ORDER BY k1, k2 ... LIMIT n` over a row-wise query.
 
-The storage table holds the view's first n rows. When the sources only gained rows, the new
-top n is the top n of the stored rows and the appended rows that pass the view's filter:
-if every appended row sorts strictly after the stored n-th row (and n rows are stored),
-the stored rows still are the answer and the refresh records the new snapshots without
-writing (`top-n-unreached`). Otherwise (an appended row sorts before the n-th row or ties
-with it, fewer than n rows are stored, or a source lost rows) the view is recomputed
-(`top-n-reached`, `top-n-not-append-only`). A tie at the boundary recomputes: which of the
-tied rows the query keeps is the engine's choice.
+The storage table holds the view's first n rows, S, the n-th of them b. The view below the
+LIMIT is row-wise, so its delta is the rows it gains and the rows it loses (sql/delta.py).
+If every such row sorts strictly after b, and n rows are stored, S still is the answer and
+the refresh records the new snapshots without writing (`top-n-unreached`). Why: a lost row
+sorts after b, so it is none of S's rows, which all stay in the view; every other row of
+the new view is an old row not in S (sorting at or after b) or a gained row (after b); so
+S is still the view's first n. Otherwise (a gained or lost row sorts before b or ties
+it, or fewer than n rows are stored) the view is recomputed (`top-n-reached`). A tie at
+the boundary recomputes: which of the tied rows the query keeps is the engine's choice. A
+rewrite that leaves a row as it was may show it lost and gained: if it is in S, the
+refresh recomputes (never wrong, only slower).
 
 The test needs the order keys as view columns: each ORDER BY term must be an output
 column (by name, or the same expression a projection has). Pure: no I/O.

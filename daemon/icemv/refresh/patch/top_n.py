@@ -1,10 +1,12 @@
-"""Top-N views (sql/top_n.py): appended rows that cannot reach the top n write nothing.
+"""Top-N views (sql/top_n.py): view rows gained or lost that cannot reach the top n write
+nothing.
 
-One Spark query decides: the stored rows (tag 0) and the appended view rows (tag 1) sorted
-by the view's ORDER BY, appended rows first among equals; if a tag 1 is among the first
-n, an appended row reaches the stored top n (or ties its n-th row, or fewer than n rows
-are stored) and the view is recomputed (`top-n-reached`). Otherwise the stored rows still
-are the answer: an empty patch, the refresh recorded at the new source snapshots.
+One Spark query decides: the stored rows (tag 0) and the delta's view rows, gained and
+lost alike (tag 1), sorted by the view's ORDER BY, delta rows first among equals; if a tag
+1 is among the first n, a changed row reaches the stored top n (or ties its n-th row, or
+fewer than n rows are stored) and the view is recomputed (`top-n-reached`). Otherwise the
+stored rows still are the answer: an empty patch, the refresh recorded at the new source
+snapshots.
 """
 
 from __future__ import annotations
@@ -57,13 +59,14 @@ def unreached_patch(
     names: Sequence[str],
     target: PatchTarget,
 ) -> DriverPatch:
-    """An empty patch if no appended row reaches the top n; else FullRefreshRequiredError."""
+    """An empty patch if no changed view row (`appended`: the weighted delta, either sign)
+    reaches the top n; else FullRefreshRequiredError."""
     storage = target.table.schema()
     query = reach_query(top_n, appended, names, storage.column_names, target.at_plan("s"))
     reached = spark.sql(query.sql(dialect="spark")).collect()[0][0]
     if reached == 1:
         raise FullRefreshRequiredError(
             RefreshReason.TOP_N_REACHED,
-            f"an appended row sorts before or ties the stored n-th row ({top_n.describe()})",
+            f"a row gained or lost sorts before or ties the stored n-th row ({top_n.describe()})",
         )
     return DriverPatch(0, 0, storage.as_arrow().empty_table())
