@@ -753,6 +753,29 @@ def test_secret_created_from_values(chart: Any) -> None:
     assert annotations["checksum/secret"] != other_annotations["checksum/secret"]
 
 
+def test_rest_catalog_credentials_come_from_secrets(chart: Any) -> None:
+    values = {
+        "config": {"catalog": {"type": "rest", "uri": "https://polaris:8181/api/catalog"}},
+        "secrets": {
+            "catalogCredential": {"value": "client:s3cr3t"},
+            "catalogToken": {"existingSecret": "lake-token"},
+        },
+    }
+    rendered = render(chart, values)
+    secret = rendered.one("Secret")
+    assert secret["data"] == {"catalog-credential": base64.b64encode(b"client:s3cr3t").decode()}
+    env = {e["name"]: e for e in rendered.container["env"]}
+    assert env["ICEMV_CATALOG__CREDENTIAL"]["valueFrom"]["secretKeyRef"] == {
+        "name": secret["metadata"]["name"],
+        "key": "catalog-credential",
+    }
+    assert env["ICEMV_CATALOG__TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "lake-token",
+        "key": "token",
+    }
+    assert "s3cr3t" not in rendered.config_text
+
+
 def test_no_password_env_without_secrets(chart: Any) -> None:
     names = {e["name"] for e in render(chart).container["env"]}
     assert names == {"ICEMV_CONFIG"}
@@ -765,6 +788,9 @@ def test_no_password_env_without_secrets(chart: Any) -> None:
         ({"config": {"metrics": {"host": "127.0.0.1"}}}, "config.metrics.host=127.0.0.1"),
         ({"config": {"catalog": {"password": "x"}}}, "/config/catalog/password"),
         ({"config": {"kafka": {"sasl_password": "x"}}}, "/config/kafka/sasl_password"),
+        ({"config": {"catalog": {"credential": "a:b"}}}, "/config/catalog/credential"),
+        ({"config": {"catalog": {"token": "t"}}}, "/config/catalog/token"),
+        ({"config": {"catalog": {"headers": {"X-Api-Key": "k"}}}}, "/config/catalog/headers"),
         ({"replicaCount": 2}, "replicaCount must be 1"),
         (
             {"secrets": {"kafkaSaslPassword": {"value": "a", "existingSecret": "b"}}},

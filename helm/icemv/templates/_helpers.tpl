@@ -95,8 +95,21 @@ key: {{ .key }}
 {{- end }}
 {{- end }}
 
+{{/*
+Every secret the chart passes: values key -> [environment variable, key in the chart's Secret].
+*/}}
+{{- define "icemv.secretEnv" -}}
+catalogPassword: [ICEMV_CATALOG__PASSWORD, catalog-password]
+kafkaSaslPassword: [ICEMV_KAFKA__SASL_PASSWORD, kafka-sasl-password]
+catalogCredential: [ICEMV_CATALOG__CREDENTIAL, catalog-credential]
+catalogToken: [ICEMV_CATALOG__TOKEN, catalog-token]
+{{- end }}
+
 {{- define "icemv.createSecret" -}}
-{{- if or (and .Values.secrets.catalogPassword.value (not .Values.secrets.catalogPassword.existingSecret)) (and .Values.secrets.kafkaSaslPassword.value (not .Values.secrets.kafkaSaslPassword.existingSecret)) }}true{{ end }}
+{{- range $name, $_ := include "icemv.secretEnv" . | fromYaml }}
+{{- $spec := index $.Values.secrets $name }}
+{{- if and $spec $spec.value (not $spec.existingSecret) }}true{{ end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -121,6 +134,14 @@ Checks that stop a broken install early, with the key to fix in the message.
 {{- end }}
 {{- if and (hasKey $config "kafka") (hasKey ($config.kafka | default dict) "sasl_password") }}
 {{- fail "config.kafka.sasl_password: the config is a ConfigMap; use secrets.kafkaSaslPassword" }}
+{{- end }}
+{{- range $field := list "credential" "token" }}
+{{- if index ($.Values.config.catalog | default dict) $field }}
+{{- fail (printf "config.catalog.%s: the config is a ConfigMap; use secrets.catalog%s" $field (title $field)) }}
+{{- end }}
+{{- end }}
+{{- if ($.Values.config.catalog | default dict).headers }}
+{{- fail "config.catalog.headers: the config is a ConfigMap and headers carry credentials; pass each as ICEMV_CATALOG__HEADERS__<NAME> from a Secret in extraEnv" }}
 {{- end }}
 {{- if and (include "icemv.sparkOnKubernetes" .) (gt (int .Values.replicaCount) 1) }}
 {{- fail "sparkOnKubernetes.enabled: the icemv pod is the one Spark driver its executors connect to (through one headless Service): replicaCount must be 1 (scale with sparkOnKubernetes.executor.instances)" }}
