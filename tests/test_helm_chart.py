@@ -471,7 +471,11 @@ def test_rendered_config_is_what_icemv_accepts(
     assert (loaded.kafka.sasl_password is not None) == ("ICEMV_KAFKA__SASL_PASSWORD" in env)
     if config.kafka.security_protocol.startswith("SASL"):
         assert "ICEMV_KAFKA__SASL_PASSWORD" in env
-    if not config.catalog.embedded:
+    assert (loaded.catalog.credential is not None) == ("ICEMV_CATALOG__CREDENTIAL" in env)
+    if config.catalog.type == "rest":  # its credentials, never in the ConfigMap
+        assert {"ICEMV_CATALOG__CREDENTIAL", "ICEMV_CATALOG__TOKEN"} & env.keys()
+        assert config.catalog.credential is None and config.catalog.token is None
+    elif not config.catalog.embedded:
         assert "ICEMV_CATALOG__PASSWORD" in env
     assert not re.search(r"^\s*(sasl_)?password:", rendered.config_text, re.MULTILINE)
 
