@@ -795,6 +795,14 @@ def test_no_password_env_without_secrets(chart: Any) -> None:
         ({"config": {"catalog": {"credential": "a:b"}}}, "/config/catalog/credential"),
         ({"config": {"catalog": {"token": "t"}}}, "/config/catalog/token"),
         ({"config": {"catalog": {"headers": {"X-Api-Key": "k"}}}}, "/config/catalog/headers"),
+        (
+            {"config": {"warehouse": {"properties": {"s3.secret-access-key": "k"}}}},
+            "config.warehouse.properties.s3.secret-access-key: the config is a ConfigMap",
+        ),
+        (
+            {"config": {"catalog": {"properties": {"header.Authorization": "Bearer t"}}}},
+            "config.catalog.properties.header.Authorization: the config is a ConfigMap",
+        ),
         ({"replicaCount": 2}, "replicaCount must be 1"),
         (
             {"secrets": {"kafkaSaslPassword": {"value": "a", "existingSecret": "b"}}},

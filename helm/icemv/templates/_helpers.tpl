@@ -140,6 +140,13 @@ Checks that stop a broken install early, with the key to fix in the message.
 {{- fail (printf "config.catalog.%s: the config is a ConfigMap; use secrets.catalog%s" $field (title $field)) }}
 {{- end }}
 {{- end }}
+{{- range $section := list "catalog" "warehouse" }}
+{{- range $key, $_ := (index ($.Values.config | default dict) $section | default dict).properties | default dict }}
+{{- if or (has $key (list "s3.access-key-id" "s3.secret-access-key" "s3.session-token" "credential" "token")) (hasPrefix "header." $key) }}
+{{- fail (printf "config.%s.properties.%s: the config is a ConfigMap; pass it from a Secret (AWS_* variables or ICEMV_* in extraEnv, or secrets.*)" $section $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if ($.Values.config.catalog | default dict).headers }}
 {{- fail "config.catalog.headers: the config is a ConfigMap and headers carry credentials; pass each as ICEMV_CATALOG__HEADERS__<NAME> from a Secret in extraEnv" }}
 {{- end }}
