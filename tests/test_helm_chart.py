@@ -939,6 +939,27 @@ def alert_rules(chart: Any, values: dict[str, Any]) -> dict[str, dict[str, Any]]
     return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
 
 
+PLAIN_RULES = ROOT / "deploy" / "prometheus" / "icemv-rules.yaml"
+PLAIN_RULE_VALUES = {
+    "prometheusRule": {"enabled": True, "selector": 'job="icemv"'},
+    "config": {"kafka": {"bootstrap_servers": ["kafka:9092"]}},
+}
+
+
+def plain_rules(chart: Any) -> dict[str, Any]:
+    """The chart's alerts as a Prometheus rule file, for Prometheus without the operator."""
+    return {"groups": render(chart, PLAIN_RULE_VALUES).one("PrometheusRule")["spec"]["groups"]}
+
+
+def test_the_plain_rule_file_is_the_charts_alerts(chart: Any) -> None:
+    """deploy/prometheus/icemv-rules.yaml: to regenerate it, write `plain_rules(chart)`."""
+    assert yaml.safe_load(PLAIN_RULES.read_text()) == plain_rules(chart)
+    for group in plain_rules(chart)["groups"]:
+        for rule in group["rules"]:
+            check_promql(rule["expr"], rule["alert"])
+            assert 'job="icemv"' in rule["expr"], rule["alert"]
+
+
 def test_alerts_query_only_metrics_icemv_exports(chart: Any) -> None:
     rules = alert_rules(chart, monitoring_values())
     assert set(rules) == {
