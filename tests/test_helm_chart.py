@@ -939,6 +939,13 @@ def alert_rules(chart: Any, values: dict[str, Any]) -> dict[str, dict[str, Any]]
     return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
 
 
+def test_the_chart_readme_names_every_top_level_value(chart: Any) -> None:
+    readme = (CHART / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `")]
+    named = {key for row in rows for key in re.findall(r"`([A-Za-z]+)`", row.split("|")[1])}
+    assert named == set(chart.values), set(chart.values) ^ named
+
+
 PLAIN_RULES = ROOT / "deploy" / "prometheus" / "icemv-rules.yaml"
 PLAIN_RULE_VALUES = {
     "prometheusRule": {"enabled": True, "selector": 'job="icemv"'},
