@@ -57,6 +57,7 @@ def test_auto_weighs_the_change_read_against_a_full_recompute(
         result = refresh_mv(lakehouse, mv)
         if mv.name == "recomputed":  # the change read is small; the groups' read is not
             assert (result.mode, result.reason) == ("full", "delta-too-large"), result
+            assert "reads every source" in (result.fallback_detail or ""), result
         else:
             assert (result.mode, result.reason) == ("incremental", "source-changed"), result
         assert_matches_oracle(lakehouse, mv)

@@ -199,8 +199,6 @@ def cmd_refresh(config: Config, args: argparse.Namespace) -> int:
         f"+{result.rows_inserted} -{result.rows_deleted} rows, "
         f"storage snapshot {result.storage_snapshot_id}"
     )
-    if result.fallback_detail:
-        print(f"  full because: {result.fallback_detail}")
     return 0
 
 

@@ -279,12 +279,12 @@ def plan_incremental(
     if cost_factor is not None and moved:
         cost = estimate_cost(base, moved)
         rereads = plan.rereads_sources
-        if not rereads and plan.may_recompute_groups:
-            reread = replace(cost, change_rows=cost.change_rows + cost.full_rows)
-            if not reread.incremental(cost_factor):
-                plan = replace(plan, reread_too_dear=reread.describe(cost_factor))
-        if rereads:  # Spark recomputes the touched groups from every source, read whole
-            cost = replace(cost, change_rows=cost.change_rows + cost.full_rows)
+        # Recomputing touched groups on Spark reads every source whole besides the change.
+        reread = replace(cost, change_rows=cost.change_rows + cost.full_rows)
+        if rereads:  # always
+            cost = reread
+        elif plan.may_recompute_groups and not reread.incremental(cost_factor):  # maybe
+            plan = replace(plan, reread_too_dear=reread.describe(cost_factor))
         if not cost.incremental(cost_factor):
             detail = cost.describe(cost_factor)
             if rereads:

@@ -135,20 +135,13 @@ Checks that stop a broken install early, with the key to fix in the message.
 {{- if and (hasKey $config "kafka") (hasKey ($config.kafka | default dict) "sasl_password") }}
 {{- fail "config.kafka.sasl_password: the config is a ConfigMap; use secrets.kafkaSaslPassword" }}
 {{- end }}
-{{- range $field := list "credential" "token" }}
-{{- if index ($.Values.config.catalog | default dict) $field }}
-{{- fail (printf "config.catalog.%s: the config is a ConfigMap; use secrets.catalog%s" $field (title $field)) }}
-{{- end }}
-{{- end }}
+{{- /* catalog credential, token and headers: values.schema.json refuses them */}}
 {{- range $section := list "catalog" "warehouse" }}
 {{- range $key, $_ := (index ($.Values.config | default dict) $section | default dict).properties | default dict }}
 {{- if or (has $key (list "s3.access-key-id" "s3.secret-access-key" "s3.session-token" "credential" "token")) (hasPrefix "header." $key) }}
 {{- fail (printf "config.%s.properties.%s: the config is a ConfigMap; pass it from a Secret (AWS_* variables or ICEMV_* in extraEnv, or secrets.*)" $section $key) }}
 {{- end }}
 {{- end }}
-{{- end }}
-{{- if ($.Values.config.catalog | default dict).headers }}
-{{- fail "config.catalog.headers: the config is a ConfigMap and headers carry credentials; pass each as ICEMV_CATALOG__HEADERS__<NAME> from a Secret in extraEnv" }}
 {{- end }}
 {{- if and (include "icemv.sparkOnKubernetes" .) (gt (int .Values.replicaCount) 1) }}
 {{- fail "sparkOnKubernetes.enabled: the icemv pod is the one Spark driver its executors connect to (through one headless Service): replicaCount must be 1 (scale with sparkOnKubernetes.executor.instances)" }}
