@@ -38,6 +38,16 @@ RUN /opt/build/bin/pip wheel --no-cache-dir --no-deps --no-build-isolation --whe
     && /opt/icemv/bin/icemv --help > /dev/null \
     && /opt/icemv/bin/pip uninstall --yes pip
 
+# Extra jars for Spark in /opt/icemv/jars/: `make image JARS="..."` stages them in
+# deploy/docker/jars/ (ignored by git), e.g. S3's iceberg-aws-bundle and hadoop-aws; the
+# config names them (`spark.extra_jars: [/opt/icemv/jars/*.jar]`) so that they load beside
+# Iceberg's runtime, and an s3:// warehouse needs no spark.packages download at start-up.
+# Without JARS the folder is empty: the image has no S3 FileIO or S3A.
+COPY deploy/docker/jars/ /tmp/jars/
+RUN mkdir /opt/icemv/jars \
+    && find /tmp/jars -maxdepth 1 -name '*.jar' -exec cp -t /opt/icemv/jars/ {} + \
+    && rm -rf /tmp/jars
+
 
 FROM debian:bookworm-slim AS runtime
 

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image
+.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image image-test
 
 install: $(STAMP)
 
@@ -42,8 +42,17 @@ typecheck: install
 
 # The container image with buildah (no Docker engine, no registry; needs root): the Debian
 # base is made with debootstrap and cached under .cache/image, like buildah's layers.
+# JARS: jar files or folders of jars for Spark's classpath in the image, e.g. the S3 ones
+# (deploy/docker/jars/README.md).
+JARS ?=
 image:
-	$(SUDO) deploy/image/build.sh
+	$(SUDO) env JARS="$(JARS)" deploy/image/build.sh
+
+# What `make test` runs: the image with the test S3 jars (tests/support/s3.py), so that
+# tests/test_image.py can run the daemon in it against a REST catalog on an S3 API.
+image-test: install
+	@echo 'make image JARS="<the test S3 jars>"'
+	@$(MAKE) image JARS="$$($(BIN)/python -m tests.support.s3)"
 
 # The docs site (mkdocs.yml, docs/): --strict fails on broken links and pages missing from
 # the navigation; docs/hooks.py generates the configuration, metrics and code-map references.
@@ -52,7 +61,7 @@ docs: install
 
 # IMAGE_TEST=0 skips building and running the image (tests/test_image.py then skips).
 IMAGE_TEST ?= 1
-test: install system-deps lint typecheck docs $(if $(filter 1,$(IMAGE_TEST)),image)
+test: install system-deps lint typecheck docs $(if $(filter 1,$(IMAGE_TEST)),image-test)
 	ICEMV_REQUIRE_IMAGE=$(IMAGE_TEST) $(BIN)/pytest -q --durations=25
 
 # The property-based oracle test with many examples, every shape on both catalog kinds

@@ -275,12 +275,31 @@ def test_the_jdbc_jar_path_icemv_uses_is_what_the_debian_package_ships() -> None
 
 def test_every_run_step_is_valid_shell() -> None:
     runs = [i for i in INSTRUCTIONS if i.keyword == "RUN"]
-    assert len(runs) == 4
+    assert len(runs) == 5
     for instruction in runs:
         check = subprocess.run(
             ["bash", "-n", "-c", instruction.args], capture_output=True, text=True, check=False
         )
         assert check.returncode == 0, f"line {instruction.line}: {check.stderr}"
+
+
+def test_jars_step_copies_the_staged_jars_and_only_them(tmp_path: Path) -> None:
+    # The RUN step after `COPY deploy/docker/jars/ /tmp/jars/`, run on a copy of the paths.
+    (step,) = [i for i in stage_instructions("build", "RUN") if "/tmp/jars" in i.args]
+    staged, venv = tmp_path / "staged", tmp_path / "venv"
+    staged.mkdir()
+    venv.mkdir()
+    for name in ("iceberg-aws-bundle-1.10.2.jar", "hadoop-aws-3.3.4.jar", "README.md"):
+        (staged / name).write_text(name)
+    script = step.args.replace("/tmp/jars", str(staged)).replace("/opt/icemv", str(venv))
+    subprocess.run(["bash", "-c", script], check=True, timeout=30)
+    assert sorted(p.name for p in (venv / "jars").iterdir()) == [
+        "hadoop-aws-3.3.4.jar",
+        "iceberg-aws-bundle-1.10.2.jar",
+    ]
+    assert not staged.exists()
+    # The folder the build context always has (git keeps its README; git ignores jars).
+    assert (ROOT / "deploy/docker/jars/README.md").is_file()
 
 
 def test_runtime_user_is_fixed_non_root_and_matches_the_chart() -> None:

@@ -3,26 +3,38 @@
 Without a container engine (tests/support/image.py): the image's root file system is mounted
 from a buildah working container and each command runs chrooted into it, read-only, as the
 image's user 10001, with the image's environment, and with the writable volumes and the
-config file the Helm chart mounts. The config is the one the chart renders by default: the
-embedded catalog, a file warehouse under /var/lib/icemv, a local Spark driver.
+config file the Helm chart mounts. The config is the one the chart renders by default (the
+embedded catalog, a file warehouse under /var/lib/icemv, a local Spark driver), or the one it
+renders from deploy/values/rest-catalog.yaml, pointed at the REST test server on moto's S3.
 
-`make test` builds the image first and sets ICEMV_REQUIRE_IMAGE=1, so a missing image fails
-there; elsewhere (no root, no buildah, not built) these tests are skipped.
+`make test` builds the image first (`make image-test`: with the test S3 jars on Spark's
+classpath) and sets ICEMV_REQUIRE_IMAGE=1, so a missing image fails there; elsewhere (no root,
+no buildah, not built) these tests are skipped.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import shutil
+import socket
+import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import helm_python as helm
+import pyarrow as pa
 import pytest
 import yaml
 
+from tests.conftest import create_database, drop_database
 from tests.support.image import Mounted, PodLike, image_exists, image_name, mounted_image, pod_like
+from tests.support.rest_catalog import RestCatalogServer, start_rest_catalog
+from tests.support.s3 import REGION, S3Server, s3_test_jars, start_moto
 
 pytestmark = pytest.mark.spark
 
@@ -51,10 +63,10 @@ def image() -> Iterator[Mounted]:
         yield mounted
 
 
-def chart_config() -> str:
-    """config.yaml as the chart renders it with its default values."""
+def chart_config(values: dict[str, Any] | None = None) -> str:
+    """config.yaml as the chart renders it with `values` (default: its default values)."""
     with helm.Chart.load(ROOT / "helm" / "icemv") as chart:
-        files = chart.render({}, name="icemv", namespace="default")
+        files = chart.render(values or {}, name="icemv", namespace="default")
     configmap = yaml.safe_load(files["icemv/templates/configmap.yaml"])
     text: str = configmap["data"]["config.yaml"]
     return text
@@ -161,3 +173,178 @@ def test_executor_command_is_in_the_image_with_sparks_kubernetes_backend(pod: Po
     assert (
         "/opt/icemv/lib/python3.11/site-packages/pyspark/jars/spark-kubernetes_2.12-" in jars.stdout
     )
+
+
+# ---- the REST catalog example on S3 ------------------------------------------------------
+
+REST_VALUES = ROOT / "deploy" / "values" / "rest-catalog.yaml"
+ORDERS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("country", pa.string()),
+        ("amount", pa.decimal128(12, 2)),
+        ("ordered_at", pa.timestamp("us")),
+    ]
+)
+
+
+def _orders(first_id: int, count: int) -> pa.Table:
+    ids = range(first_id, first_id + count)
+    return pa.table(
+        {
+            "id": list(ids),
+            "country": [("DE", "FR", "PL")[i % 3] for i in ids],
+            "amount": [Decimal(i * 37 % 1000) / 100 for i in ids],
+            "ordered_at": [
+                datetime.datetime(2026, 3, 1) + datetime.timedelta(hours=7 * i) for i in ids
+            ],
+        },
+        schema=ORDERS,
+    )
+
+
+def _expected(orders: pa.Table) -> list[tuple[Any, ...]]:
+    """The example MV (orders and revenue per day and country), computed here."""
+    groups: dict[tuple[Any, ...], tuple[int, Decimal]] = {}
+    for row in orders.to_pylist():
+        key = (row["ordered_at"].date(), row["country"])
+        count, revenue = groups.get(key, (0, Decimal("0.00")))
+        groups[key] = (count + 1, revenue + row["amount"])
+    return sorted((*key, *value) for key, value in groups.items())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def rest_on_s3(
+    image: Mounted, pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[RestCatalogServer, S3Server, str]]:
+    """moto's S3 API and the REST test server with its warehouse in a bucket there (its
+    S3FileIO on the test jars): what a Polaris or Lakekeeper deployment looks like."""
+    s3, moto = start_moto()
+    bucket = s3.create_bucket()
+    url = create_database(pg_admin_url)
+    parts = urlsplit(url)
+    properties = {
+        "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        "http-client.type": "urlconnection",
+        **s3.warehouse(bucket)["properties"],
+    }
+    server = start_rest_catalog(
+        f"jdbc:postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}",
+        parts.username,
+        f"s3://{bucket}/warehouse",
+        tmp_path_factory.mktemp("rest-s3-log") / "server.log",
+        properties=properties,
+        jars=s3_test_jars(),
+    )
+    try:
+        yield server, s3, bucket
+    finally:
+        server.stop()
+        drop_database(pg_admin_url, url)
+        moto.stop()
+
+
+def _image_has_s3_jars(pod: PodLike) -> bool:
+    probe = pod.run(
+        ["/bin/sh", "-c", 'ls /opt/icemv/jars/ | grep -E "^(iceberg-aws|hadoop-aws)-"'],
+        entrypoint=False,
+    )
+    return len(probe.stdout.split()) == 2
+
+
+def test_daemon_in_the_image_keeps_the_rest_example_fresh_on_s3(
+    pod: PodLike,
+    rest_on_s3: tuple[RestCatalogServer, S3Server, str],
+    tmp_path: Path,
+) -> None:
+    # deploy/values/rest-catalog.yaml as shipped, but for where its servers are: the REST
+    # test server and moto, and the S3 jars baked into the image (`make image-test`) instead
+    # of spark.packages downloads, which nothing reaches here.
+    if not _image_has_s3_jars(pod):
+        message = "the image has no S3 jars: build it with `make image-test`"
+        if os.environ.get("ICEMV_REQUIRE_IMAGE") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    server, s3, bucket = rest_on_s3
+    values = yaml.safe_load(REST_VALUES.read_text())
+    config = values["config"]
+    config["catalog"].update(uri=server.uri, warehouse=server.prefix, scope="catalog")
+    config["warehouse"]["location"] = f"s3://{bucket}/warehouse"
+    config["warehouse"]["properties"] = {
+        "s3.endpoint": s3.endpoint,
+        "s3.path-style-access": "true",
+        "client.region": REGION,
+    }
+    del config["spark"]["packages"]
+    config["spark"]["extra_jars"] = ["/opt/icemv/jars/*.jar"]
+    config["spark"]["driver_memory"] = "768m"
+    config["polling"]["interval_seconds"] = 2
+    rendered = yaml.safe_load(chart_config(values))
+    rendered["metrics"]["port"] = _free_port()
+    rest_pod = pod_like(pod.image, tmp_path / "pod", yaml.safe_dump(rendered))
+    # The chart's Secret-backed environment: the OAuth2 client credential, the S3 keys.
+    env = {
+        "ICEMV_CATALOG__CREDENTIAL": server.credential,
+        "AWS_ACCESS_KEY_ID": s3.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": s3.secret_access_key,
+        "AWS_REGION": REGION,
+    }
+    from pyiceberg.catalog import load_catalog
+
+    lake = load_catalog(
+        "lake",
+        type="rest",
+        uri=server.uri,
+        credential=server.credential,
+        scope="catalog",
+        warehouse=server.prefix,
+        **s3.warehouse(bucket)["properties"],
+    )
+    lake.create_namespace("sales")
+    source = lake.create_table("sales.orders", schema=ORDERS)
+    orders = _orders(0, 200)
+    source.append(orders)
+
+    def storage_rows() -> list[tuple[Any, ...]] | None:
+        names = [n for n in lake.list_tables("analytics") if n[-1].endswith("__storage")]
+        if not names:
+            return None
+        storage = lake.load_table(names[0])
+        columns = [f.name for f in storage.schema().fields if not f.name.startswith("_icemv_")]
+        rows = storage.scan(selected_fields=tuple(columns)).to_arrow().to_pylist()
+        return sorted(tuple(row.values()) for row in rows)
+
+    def wait_for(expected: list[tuple[Any, ...]], seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if lake.namespace_exists("analytics") and storage_rows() == expected:
+                return
+            assert daemon.process.poll() is None, daemon.log.read_text()[-3000:]
+            time.sleep(1)
+        pytest.fail(f"the MV did not become {expected}: {daemon.log.read_text()[-3000:]}")
+
+    daemon = rest_pod.start(["run"], tmp_path / "run.log", env)
+    try:
+        # The daemon creates the configured MV and fills it (Spark in the image), then
+        # refreshes an append it finds by polling.
+        wait_for(_expected(orders), 600)
+        more = _orders(200, 50)
+        source.append(more)
+        wait_for(_expected(pa.concat_tables([orders, more])), 300)
+    finally:
+        code = daemon.stop()
+    log = daemon.log.read_text()
+    assert code == 0, log[-3000:]
+    assert '"mode": "incremental"' in log, log[-3000:]
+    for secret in (server.credential, s3.secret_access_key):
+        assert secret not in log
+    # The storage table's data and metadata went to the bucket.
+    keys = s3.object_keys(bucket)
+    assert any(k.startswith("warehouse/analytics/") and k.endswith(".parquet") for k in keys), keys

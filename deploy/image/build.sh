@@ -18,7 +18,8 @@
 #
 # `build.sh --check-deps` prints the packages a build would install and installs nothing.
 #
-# Environment: IMAGE (default localhost/icemv:<pyproject version>), BUILDAH_STORE,
+# Environment: IMAGE (default localhost/icemv:<pyproject version>), JARS (jar files or folders
+# for Spark's classpath in the image, see deploy/docker/jars/README.md), BUILDAH_STORE,
 # STORAGE_DRIVER (overlay or vfs), DEBIAN_MIRROR (default http://deb.debian.org/debian).
 set -euo pipefail
 
@@ -129,6 +130,22 @@ DPKG
 fi
 
 # ---- 2. the icemv image ----------------------------------------------------------------------
+# JARS: jar files, or folders of jars, for Spark's classpath in the image (deploy/docker/jars/).
+jars_dir="$ROOT/deploy/docker/jars"
+unstage_jars() { find "$jars_dir" -maxdepth 1 -name '*.jar' -delete; }
+unstage_jars
+trap unstage_jars EXIT
+for source in ${JARS:-}; do
+    if [ -d "$source" ]; then
+        find "$source" -maxdepth 1 -name '*.jar' -exec cp -L -t "$jars_dir" {} +
+    elif [ -f "$source" ] && [ "${source%.jar}" != "$source" ]; then
+        cp -L "$source" "$jars_dir/"
+    else
+        echo "make image: JARS names $source, which is neither a .jar file nor a folder" >&2
+        exit 1
+    fi
+done
+jar_count=$(find "$jars_dir" -maxdepth 1 -name '*.jar' | wc -l)
 # Where HTTPS goes through an intercepting proxy, pip in the build must trust the proxy's CA
 # like pip on this machine does (PIP_CERT / SSL_CERT_FILE). The bundle and a pip.conf naming
 # it are bind-mounted into the RUN steps only: nothing of them ends up in a layer.
@@ -141,5 +158,5 @@ fi
 start=$(date +%s)
 buildah bud --quiet --isolation chroot --pull=never --layers "${mounts[@]}" \
     --tag "$IMAGE" --file "$ROOT/Dockerfile" "$ROOT" >&2
-echo "image $IMAGE built in $(elapsed "$start")" >&2
+echo "image $IMAGE built in $(elapsed "$start") with $jar_count extra jars" >&2
 echo "$IMAGE"

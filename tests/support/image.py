@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -143,7 +144,7 @@ mount --bind "$tmp" "$root/tmp"
 mount --bind "$work" "$root/var/lib/icemv"
 mount --bind "$etc" "$root/etc/icemv"
 mount -o remount,bind,ro "$root/etc/icemv"
-exec chroot --userspec="$user" "$root" /usr/bin/env -i -C "$workdir" "$@"
+exec chroot --userspec="$user" "$root" /usr/bin/env -C "$workdir" "$@"
 """
 
 
@@ -172,10 +173,37 @@ class PodLike:
         entrypoint: bool = True,
     ) -> Run:
         """`argv` after the image's entry point (or instead of it), as the image's user."""
+        command, environment = self._command(argv, env, entrypoint)
+        result = subprocess.run(
+            command,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return Run(result.returncode, result.stdout, result.stderr)
+
+    def start(
+        self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
+    ) -> Started:
+        """`argv` after the entry point, in the background, its output to `log`."""
+        command, environment = self._command(argv, env, True)
+        with log.open("ab") as out:
+            process = subprocess.Popen(
+                command, env=environment, stdout=out, stderr=subprocess.STDOUT
+            )
+        return Started(process, log)
+
+    def _command(
+        self, argv: Sequence[str], env: Mapping[str, str] | None, entrypoint: bool
+    ) -> tuple[list[str], dict[str, str]]:
+        """The host command, and its environment: exactly the pod's (the chrooted `env`
+        passes it on), so that nothing of it, secrets included, is on a command line."""
         config = self.image.config
         command = [*(config.entrypoint if entrypoint else []), *argv]
         environment = {**config.env, **(env or {})}
-        result = subprocess.run(
+        return (
             [
                 "unshare",
                 "--mount",
@@ -193,15 +221,31 @@ class PodLike:
                 config.user,
                 config.workdir,
                 str(self.hosts),
-                *(f"{k}={v}" for k, v in environment.items()),
                 *command,
             ],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
+            environment,
         )
-        return Run(result.returncode, result.stdout, result.stderr)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A command running in the pod: `unshare` on the host, the command its forked child
+    (PID 1 of the pod's PID namespace, as in a container)."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM to the command itself, as the kubelet sends it; its exit code."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        for pid in children.read_text().split() if children.exists() else []:
+            os.kill(int(pid), signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
 
 
 def pod_like(image: Mounted, base: Path, config_yaml: str) -> PodLike:

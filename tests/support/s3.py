@@ -114,3 +114,7 @@ def start_moto() -> tuple[S3Server, Any]:
     handle.start()
     host, port = handle.get_host_and_port()
     return S3Server(f"http://{host}:{port}"), handle
+
+
+if __name__ == "__main__":  # `make image-test`: the jars, space-separated, for JARS
+    print(" ".join(s3_test_jars()))

@@ -99,6 +99,13 @@ public class IcemvRestServer {
     if (env.get("ICEMV_REST_JDBC_USER") != null) {
       properties.put("jdbc.user", env.get("ICEMV_REST_JDBC_USER"));
     }
+    // More catalog properties, one key=value per line (e.g. S3FileIO's, for an s3:// warehouse).
+    for (String line : env.getOrDefault("ICEMV_REST_CATALOG_PROPERTIES", "").split("\n")) {
+      int equals = line.indexOf('=');
+      if (equals > 0) {
+        properties.put(line.substring(0, equals), line.substring(equals + 1));
+      }
+    }
     JdbcCatalog catalog = new JdbcCatalog();
     catalog.setConf(new org.apache.hadoop.conf.Configuration());
     catalog.initialize("rest_backend", properties);

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,10 +92,14 @@ def start_rest_catalog(
     warehouse: str,
     log_path: Path,
     prefix: str = "icemv-test",
+    properties: dict[str, str] | None = None,
+    jars: Sequence[str] = (),
 ) -> RestCatalogServer:
     """Start a server on 127.0.0.1 (ephemeral port) and wait until it listens.
 
-    The server's stderr (stack traces of failed requests) goes to `log_path`.
+    `properties` are more catalog properties (an s3:// warehouse's S3FileIO settings, with
+    its `jars` on the class path). The server's stderr (stack traces of failed requests)
+    goes to `log_path`.
     """
     classes = compiled_classes()
     token = secrets.token_hex(16)
@@ -106,12 +111,21 @@ def start_rest_catalog(
         "ICEMV_REST_PREFIX": prefix,
         "ICEMV_REST_TOKEN": token,
         "ICEMV_REST_CREDENTIAL": credential,
+        "ICEMV_REST_CATALOG_PROPERTIES": "\n".join(
+            f"{k}={v}" for k, v in (properties or {}).items()
+        ),
     }
     if jdbc_user:
         env["ICEMV_REST_JDBC_USER"] = jdbc_user
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            ["java", "-Xmx384m", "-cp", ":".join([str(classes), *_class_path()]), MAIN_CLASS],
+            [
+                "java",
+                "-Xmx384m",
+                "-cp",
+                ":".join([str(classes), *_class_path(), *jars]),
+                MAIN_CLASS,
+            ],
             env=env,
             stdout=subprocess.PIPE,
             stderr=log,
