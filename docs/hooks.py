@@ -96,8 +96,8 @@ def _type_name(annotation: Any) -> str:
 
 def _default(field: FieldInfo) -> str:
     factory = field.default_factory
-    if factory is not None and "cpu_count" in getattr(factory, "__code__", _NO_CODE).co_names:
-        return "the machine's cores"
+    if getattr(factory, "__name__", "") == "available_cores":
+        return "the cores the process may use"
     if field.is_required():
         return "required"
     value: Any = field.get_default(call_default_factory=True)
@@ -110,9 +110,6 @@ def _default(field: FieldInfo) -> str:
     if isinstance(value, list | dict) and not value:
         return "`[]`" if isinstance(value, list) else "`{}`"
     return f"`{value}`"
-
-
-_NO_CODE = types.SimpleNamespace(co_names=())
 
 
 def config_keys(model: type[BaseModel] | None = None, prefix: str = "") -> list[ConfigKey]:

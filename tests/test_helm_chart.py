@@ -410,8 +410,16 @@ def test_resources_fit_the_spark_driver(chart: Any, values_file: Path | None) ->
     config = parse_config(rendered.config)
     heap = spark_bytes(config.spark.driver_memory)
     assert heap <= request, "the driver heap alone exceeds the memory request"
-    # JVM off-heap (metaspace, threads, Netty) and the Python process need room too.
-    assert heap + 768 * 2**20 <= limit, "driver_memory too close to the memory limit"
+    # JVM off-heap (metaspace, threads, Netty) and the Python process need room too, and
+    # each refresh worker process 300 MiB (250-300 MB measured, docs/benchmarks.md).
+    workers = min(config.refresh.processes, config.refresh.max_concurrent)
+    assert heap + 768 * 2**20 + workers * 300 * 2**20 <= limit, (
+        "driver_memory and the refresh workers too close to the memory limit"
+    )
+    # Without a CPU limit both default to the node's cores: the chart sets them.
+    refresh = rendered.config["refresh"]
+    if "cpu" not in resources.get("limits", {}):
+        assert {"max_concurrent", "processes"} <= set(refresh), refresh
 
 
 @pytest.mark.parametrize("values_file", CASES)

@@ -55,7 +55,8 @@ def test_a_key_without_a_description_is_caught() -> None:
 def test_defaults_are_shown_as_configured() -> None:
     keys = {key.path: key for key in hooks.config_keys()}
     assert keys["refresh.arrow_max_rows"].default == "`100000`"
-    assert keys["refresh.max_concurrent"].default == "the machine's cores"
+    assert keys["refresh.max_concurrent"].default == "the cores the process may use"
+    assert keys["refresh.processes"].default == "the cores the process may use"
     assert keys["catalog.uri"].default == "`embedded`"
     assert keys["materialized_views[].sql"].default == "required"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,6 +16,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from icemv.config.cores import available_cores
 
 
 class _Section(BaseModel):
@@ -323,13 +324,14 @@ class RefreshConfig(_Section):
         description="Memory limit of the embedded engine's DuckDB database, e.g. `512MB`, `2GiB`.",
     )
     max_concurrent: int = Field(
-        default_factory=lambda: os.cpu_count() or 1,
+        default_factory=available_cores,
         ge=1,
         description="Refreshes running at once (Spark jobs in FAIR pools, DuckDB "
-        "connections); default: the machine's cores.",
+        "connections); default: the cores the process may use (its CPU affinity, capped "
+        "by a container's CPU limit).",
     )
     processes: int = Field(
-        default=0,
+        default_factory=available_cores,
         ge=0,
         description="Worker processes for the daemon's refreshes, each with its own "
         "interpreter: a refresh on the embedded engine is mostly Python (planning, the "
@@ -341,8 +343,9 @@ class RefreshConfig(_Section):
         "queued while it runs one, so it need not wait for the daemon between refreshes; "
         "refreshes handed back run in the daemon's process, at most `max_concurrent` at "
         "once. Each worker holds its own read cache "
-        "(`arrow_cache_bytes`) and DuckDB memory (`duckdb_memory_limit`). 0: every refresh "
-        "in the daemon's process.",
+        "(`arrow_cache_bytes`) and DuckDB memory (`duckdb_memory_limit`), 250-300 MB each "
+        "measured. Default: the cores the process may use, as `max_concurrent`. 0: every "
+        "refresh in the daemon's process.",
     )
     retry_initial_seconds: float = Field(
         default=2.0, gt=0, description="The first back-off after a failed refresh."
