@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+import datetime
+from decimal import Decimal
+
 import pyarrow as pa
 import pytest
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.types import DoubleType, LongType, NestedField, StringType
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+)
 
 from icemv.errors import FullRefreshRequiredError, StorageCommitConflictError
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.commit.driver import commit_rows
+from icemv.refresh.changes.arrow_reads import shared_cache, stored_file_key
+from icemv.refresh.commit.driver import commit_rows, conform_to_storage
 from icemv.refresh.patch.model import live_data_files
-from icemv.refresh.patch.row_images import rewrite_row_images
+from icemv.refresh.patch.row_images import files_admitting, rewrite_row_images
 
 SCHEMA = Schema(
     NestedField(1, "vendor", StringType(), required=False),
@@ -192,3 +208,90 @@ def test_updates_are_applied_as_pyiceberg_applies_them(sqlite_lakehouse: Lakehou
     assert ours.metadata_log[-1].metadata_file == table.metadata_location
     assert ours.snapshots[0] is table.metadata.snapshots[0]  # shared, not copied
     assert applied(table.metadata, ()) is table.metadata
+
+
+# ---- the rows a commit wrote, kept for the next refresh's read ----------------------------
+
+TYPED = Schema(
+    NestedField(1, "k", StringType(), required=False),
+    NestedField(2, "amount", DecimalType(38, 10), required=False),
+    NestedField(3, "ts", TimestampType(), required=False),
+    NestedField(4, "tstz", TimestamptzType(), required=False),
+    NestedField(5, "day", DateType(), required=False),
+    NestedField(6, "x", DoubleType(), required=False),
+    NestedField(7, "n", LongType(), required=False),
+    NestedField(8, "ok", BooleanType(), required=False),
+)
+
+
+def _typed_rows() -> pa.Table:
+    # Spark's Arrow types (string, not large_string; a tz-aware timestamp in UTC).
+    moment = datetime.datetime(2024, 2, 29, 23, 59, 59, 999999)
+    first, last = datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31)
+    day_one, day_last, leap = datetime.date(1, 1, 1), datetime.date(9999, 12, 31), moment.date()
+    wide = Decimal("12345678901234567890.0123456789")
+    return pa.table(
+        {
+            "k": pa.array(["ß", "", None, "🙂", "a\u0301"], pa.string()),
+            "amount": pa.array(
+                [wide, Decimal("-0.0000000001"), None, Decimal(0), Decimal("1E-10")],
+                pa.decimal128(38, 10),
+            ),
+            "ts": pa.array([moment, first, None, moment, moment], pa.timestamp("us")),
+            "tstz": pa.array([moment, moment, None, last, moment], pa.timestamp("us", "UTC")),
+            "day": pa.array([day_one, None, day_last, leap, None], pa.date32()),
+            "x": pa.array([float("nan"), -0.0, None, float("inf"), 1e-310], pa.float64()),
+            "n": pa.array([2**63 - 1, -(2**63), None, 0, 1], pa.int64()),
+            "ok": pa.array([True, False, None, True, False], pa.bool_()),
+        }
+    )
+
+
+def _exact(table: pa.Table) -> list[list[str]]:
+    """Every value by its repr: NaN equals NaN, -0.0 differs from 0.0."""
+    return [[repr(v) for v in column.to_pylist()] for column in table.columns]
+
+
+def test_the_rows_a_commit_keeps_are_what_reading_its_file_gives(
+    sqlite_lakehouse: Lakehouse,
+) -> None:
+    # row_images.files_admitting reads a storage file once per process; the commit that
+    # wrote it keeps its rows in the cache instead. They must be the very rows a read of
+    # the file gives, to the last digit, type and field id.
+    cache = shared_cache(64 * 2**20)
+    table = sqlite_lakehouse.catalog.create_table(("nyc", "typed"), TYPED)
+    table.append(_typed_rows().cast(TYPED.as_arrow()))
+    planned = table.metadata.current_snapshot_id
+    assert planned is not None
+    commit_rows(table, planned, _typed_rows(), live_data_files(table, planned), {})
+    table = table.refresh()
+    (task,) = table.scan().plan_files()
+    key = stored_file_key(table, task.file.file_path)
+
+    def unread() -> pa.Table:
+        raise AssertionError("the commit did not keep the rows it wrote")
+
+    kept = cache.piece(key, unread)
+    reader = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+    read = conform_to_storage(reader.to_table([task]), table)
+    assert kept.schema.equals(read.schema, check_metadata=True)
+    assert _exact(kept) == _exact(read)
+    # And what the rewrite path reads: the kept rows, no file read.
+    probe = read.select(["k"]).slice(0, 1)
+    ((file, rows),) = files_admitting(table, table.metadata.current_snapshot_id or 0, probe, 100)
+    assert file.file_path == task.file.file_path and rows is kept
+
+
+def test_a_file_read_whole_is_read_once(sqlite_lakehouse: Lakehouse) -> None:
+    # A file the cache does not know (written by Spark, or by another process): the first
+    # read keeps it.
+    cache = shared_cache(64 * 2**20)
+    table = sqlite_lakehouse.catalog.create_table(("nyc", "once"), TYPED)
+    table.append(_typed_rows().cast(TYPED.as_arrow()))
+    snapshot = table.metadata.current_snapshot_id or 0
+    probe = _typed_rows().select(["n"]).slice(0, 1).rename_columns(["n"])
+    files_before = cache.files_read
+    ((_, first),) = files_admitting(table, snapshot, probe, 100)
+    ((_, second),) = files_admitting(table, snapshot, probe, 100)
+    assert second is first
+    assert cache.files_read == files_before  # counts change reads, not these

@@ -21,7 +21,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
-from icemv.service.refresh_workers import RefreshWorkers, _portable
+from icemv.service.refresh_workers import RefreshWorkers, _portable, choose_worker
 from tests.support.daemon import max_overlap
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
@@ -130,3 +130,22 @@ def test_an_error_that_cannot_cross_the_process_boundary_becomes_a_refresh_failu
     wrapped = _portable(_TwoArguments("this", "that"))
     assert isinstance(wrapped, RefreshFailedError)
     assert str(wrapped) == "_TwoArguments: this and that"
+
+
+def test_an_mv_goes_to_its_home_worker_unless_it_is_busier_than_another() -> None:
+    a = Identifier(("n",), "a")
+    home = choose_worker(a, [0, 0])
+    other = 1 - home
+    assert choose_worker(a, [0, 0]) == home  # the same worker every time
+    handed = [0, 0]
+    handed[home] = 1
+    assert choose_worker(a, handed) == home  # one running: its next queued at home
+    handed[home] = 2
+    assert choose_worker(a, handed) == other  # running + queued at home, the other idle
+    assert choose_worker(a, [2, 2]) == home  # both as busy: home
+    handed[other] = 3
+    assert choose_worker(a, handed) == home
+    spread = [0, 0]
+    for i in range(100):
+        spread[choose_worker(Identifier(("n",), f"mv{i}"), [0, 0])] += 1
+    assert min(spread) >= 30, spread  # the hash spreads a fleet over both

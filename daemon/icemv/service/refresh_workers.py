@@ -10,15 +10,17 @@ worker beyond `max_concurrent` (`queue_ahead`), which waits in the pool's queue:
 starts its next refresh as soon as it returns one, instead of after the daemon has
 handled the result and dispatched again.
 
-A worker runs the same `refresh_mv` over a lakehouse of its own without Spark: the plan,
-the embedded engine's delta and the storage commit, with the same conflict checks as in
-the daemon's process. A refresh that needs Spark (a full recompute, a delta the gate
-refuses, a repair) meets `SparkUnavailableError` before it commits anything and is
-handed back: `refresh()` returns None and the caller runs it itself, planning it again
-(a few milliseconds; a fleet whose refreshes mostly need Spark gains nothing from workers
-and pays that twice). A worker that dies
-(killed, out of memory) loses only its refresh's uncommitted work: the pool is replaced
-and the refresh runs in the daemon's process; a storage commit is atomic either way.
+Each worker is a pool of its own, and an MV's refreshes go to the same worker while it is
+not much busier than the others (`RefreshWorkers`): what a worker keeps of an MV serves its
+next refresh. A worker runs the same `refresh_mv` over a lakehouse of its own without
+Spark: the plan, the embedded engine's delta and the storage commit, with the same
+conflict checks as in the daemon's process. A refresh that needs Spark (a full recompute,
+a delta the gate refuses, a repair) meets `SparkUnavailableError` before it commits
+anything and is handed back: `refresh()` returns None and the caller runs it itself,
+planning it again (a few milliseconds; a fleet whose refreshes mostly need Spark gains
+nothing from workers and pays that twice). A worker that dies (killed, out of memory)
+loses only its refresh's uncommitted work: its pool is replaced and the refresh runs in
+the daemon's process; a storage commit is atomic either way.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
 
 import structlog
 
@@ -51,7 +55,11 @@ _LAKEHOUSE: Lakehouse | None = None
 
 
 class RefreshWorkers:
-    """A pool of `processes` worker processes, started by `start()` or on first use."""
+    """`processes` worker processes, each a pool of one, started by `start()` or on first
+    use. An MV's refreshes go to one worker, its home (a hash of its name), unless that
+    worker has a refresh running and one queued while another has less: a worker keeps
+    what it learnt of an MV (its storage files' rows, written by its last commit and read
+    again by the next merge; the trees and gate answers of the sql/ and refresh/ memos)."""
 
     def __init__(
         self,
@@ -64,43 +72,59 @@ class RefreshWorkers:
         self._config = config
         self._on_handback = on_handback or (lambda reason: None)
         self._processes = processes
-        self._pool: ProcessPoolExecutor | None = None
+        self._pools: list[ProcessPoolExecutor | None] = [None] * processes
+        self._handed = [0] * processes  # refreshes handed to each worker, not yet returned
         self._lock = threading.Lock()
         self.lost = 0  # pools replaced after a worker died
         self.disabled = False
-        self._proven: set[ProcessPoolExecutor] = set()  # pools whose workers answered
+        self._proven: set[ProcessPoolExecutor] = set()  # pools whose worker answered
 
     def start(self) -> None:
         """Start every worker now (a worker takes seconds to import and set up), so the
         first refreshes after the daemon starts do not wait for them."""
-        pool = self._current()
-        if pool is not None:
-            for _ in range(self._processes):  # each finds no idle worker: one spawn each
-                pool.submit(_ready).add_done_callback(lambda f: self._started(pool, f))
+        for slot in range(self._processes):
+            pool = self._current(slot)
+            if pool is not None:
+                pool.submit(_ready).add_done_callback(partial(self._started, pool))
 
     def refresh(self, mv: Identifier) -> RefreshResult | None:
         """`mv` refreshed by a worker; None if it needs Spark or its worker died (the
         caller refreshes it in this process)."""
-        pool = self._current()
+        slot = self._slot(mv)
+        try:
+            return self._refresh_in(slot, mv)
+        finally:
+            with self._lock:
+                self._handed[slot] -= 1
+
+    def _slot(self, mv: Identifier) -> int:
+        """The worker for `mv` (choose_worker), counted as handed one more refresh."""
+        with self._lock:
+            slot = choose_worker(mv, self._handed)
+            self._handed[slot] += 1
+            return slot
+
+    def _refresh_in(self, slot: int, mv: Identifier) -> RefreshResult | None:
+        pool = self._current(slot)
         if pool is None:  # turned off: not a handback
             return None
         try:  # an OSError here is the spawn failing; from result(), the refresh's own
             future = pool.submit(_refresh, mv)
         except (BrokenProcessPool, OSError) as error:
-            self._lost(pool, mv, error)
+            self._lost(slot, pool, mv, error)
             return None
         try:
             result = future.result()
         except BrokenProcessPool as error:
-            self._lost(pool, mv, error)
+            self._lost(slot, pool, mv, error)
             return None
         self._started(pool, None)
         if result is None:
             self._on_handback("spark")
         return result
 
-    def _lost(self, pool: ProcessPoolExecutor, mv: Identifier, error: Exception) -> None:
-        self._replace(pool)
+    def _lost(self, slot: int, pool: ProcessPoolExecutor, mv: Identifier, error: Exception) -> None:
+        self._replace(slot, pool)
         self._on_handback("lost")
         log.warning(
             "refresh_worker_lost",
@@ -110,37 +134,39 @@ class RefreshWorkers:
         )
 
     def _started(self, pool: ProcessPoolExecutor, ready: Future[int] | None) -> None:
-        """`pool`'s workers proved they start (a worker answered)."""
+        """`pool`'s worker proved it starts (it answered)."""
         if ready is None or (not ready.cancelled() and ready.exception() is None):
             with self._lock:
                 self._proven.add(pool)
 
     def close(self, wait: bool = True) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=wait, cancel_futures=True)
+            pools, self._pools = self._pools, [None] * self._processes
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=wait, cancel_futures=True)
 
-    def _current(self) -> ProcessPoolExecutor | None:
+    def _current(self, slot: int) -> ProcessPoolExecutor | None:
         with self._lock:
             if self.disabled:
                 return None
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    self._processes,
+            pool = self._pools[slot]
+            if pool is None:
+                pool = self._pools[slot] = ProcessPoolExecutor(
+                    1,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start,
                     initargs=(self._config,),
                 )
-            return self._pool
+            return pool
 
-    def _replace(self, broken: ProcessPoolExecutor) -> None:
-        """Drop a broken pool for a new one; a pool none of whose workers ever answered
-        broke at its start (a worker cannot start here): then workers are off for good,
-        rather than spawning new ones for every refresh."""
+    def _replace(self, slot: int, broken: ProcessPoolExecutor) -> None:
+        """Drop a broken pool for a new one; a pool whose worker never answered broke at
+        its start (a worker cannot start here): then workers are off for good, rather
+        than spawning new ones for every refresh."""
         with self._lock:
-            if self._pool is broken:
-                self._pool = None
+            if self._pools[slot] is broken:
+                self._pools[slot] = None
                 self.lost += 1
                 if broken not in self._proven and not self.disabled:
                     self.disabled = True
@@ -150,6 +176,21 @@ class RefreshWorkers:
                     )
             self._proven.discard(broken)
         broken.shutdown(wait=False, cancel_futures=True)
+
+
+# A home worker with this many refreshes handed to it is passed over for a less busy one:
+# one running and one queued.
+BUSY = 2
+
+
+def choose_worker(mv: Identifier, handed: Sequence[int]) -> int:
+    """The worker for `mv`, given how many refreshes each has been handed: its home (a
+    hash of its name), unless that one has BUSY or more and another has fewer."""
+    home = zlib.crc32(mv.dotted.encode()) % len(handed)
+    if handed[home] < BUSY:
+        return home
+    least = min(range(len(handed)), key=handed.__getitem__)
+    return least if handed[least] < handed[home] else home
 
 
 def _start(config: Config) -> None:

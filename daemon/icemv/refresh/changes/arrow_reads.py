@@ -36,7 +36,8 @@ from icemv.refresh.changes.classify import SourceChange
 # Appended rows: (table uuid, snapshot id, schema id); a table read whole for a join:
 # ("table", uuid, snapshot id, schema id, its columns read); the rows a view's WHERE
 # keeps of a data file a range with deletes read whole: ("file", uuid, path, schema id,
-# columns, the WHERE's key) (arrow_changes.changed_rows).
+# columns, the WHERE's key) (arrow_changes.changed_rows); a storage table's data file, as
+# a refresh wrote it or read it whole: ("stored", uuid, path, schema id) (stored_file_key).
 PieceKey = tuple[Hashable, ...]
 
 
@@ -84,6 +85,12 @@ class AppendedRowsCache:
                 self._loading.pop(key, None)
             loading.done.set()
 
+    def keep(self, key: PieceKey, rows: pa.Table, share: float = 1.0) -> None:
+        """Keep `rows` as `key`'s piece if at most `share` of the bound (a piece known
+        without reading it: the rows a storage commit just wrote to a file)."""
+        if rows.nbytes <= self.max_bytes * share:
+            self._keep(key, rows)
+
     def count_files(self, files: int) -> None:
         with self._lock:
             self.files_read += files
@@ -118,11 +125,22 @@ class AppendedRowsCache:
 _SHARED = AppendedRowsCache(0)
 
 
-def shared_cache(max_bytes: int) -> AppendedRowsCache:
-    """The process-wide cache, bounded by `max_bytes` (the configured bound wins)."""
-    if _SHARED.max_bytes != max_bytes:
+def shared_cache(max_bytes: int | None = None) -> AppendedRowsCache:
+    """The process-wide cache, bounded by `max_bytes` (the configured bound wins; None:
+    as the last refresh set it, 0 before any)."""
+    if max_bytes is not None and _SHARED.max_bytes != max_bytes:
         _SHARED.resize(max_bytes)
     return _SHARED
+
+
+# A storage data file's rows are kept while at most this share of the cache's bound.
+STORED_SHARE = 0.25
+
+
+def stored_file_key(table: Table, path: str) -> PieceKey:
+    """The cache key of a storage data file's rows, read whole under the current schema
+    (data files are immutable: a path names one content for good)."""
+    return ("stored", str(table.metadata.table_uuid), path, table.schema().schema_id)
 
 
 def read_schema(table: Table, change: SourceChange) -> Schema:

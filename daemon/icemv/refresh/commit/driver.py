@@ -29,6 +29,7 @@ from pyiceberg.utils.properties import property_as_bool
 
 from icemv.catalog.metadata_updates import applied
 from icemv.errors import StorageCommitConflictError
+from icemv.refresh.changes.arrow_reads import STORED_SHARE, shared_cache, stored_file_key
 
 
 def commit_rows(
@@ -62,11 +63,20 @@ def commit_rows(
     with producer:
         for data_file in replaces:
             producer.delete_data_file(data_file)
+        written: list[DataFile] = []
         if rows.num_rows:
-            for data_file in _dataframe_to_data_files(
-                transaction.table_metadata, rows, storage.io, write_uuid=producer.commit_uuid
-            ):
+            written = list(
+                _dataframe_to_data_files(
+                    transaction.table_metadata, rows, storage.io, write_uuid=producer.commit_uuid
+                )
+            )
+            for data_file in written:
                 producer.append_data_file(data_file)
+        # One file of an unpartitioned table holds exactly `rows`: the next refresh that
+        # reads it whole (row_images.files_admitting) takes them from the cache.
+        if len(written) == 1 and storage.spec().is_unpartitioned():
+            key = stored_file_key(storage, written[0].file_path)
+            shared_cache().keep(key, rows, share=STORED_SHARE)
     try:
         transaction.commit_transaction()
     except CommitFailedException as exc:

@@ -30,10 +30,11 @@ from pyiceberg.expressions import (
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
 from pyiceberg.types import DecimalType, DoubleType, FloatType
 
 from icemv.errors import FullRefreshRequiredError
+from icemv.refresh.changes.arrow_reads import STORED_SHARE, shared_cache, stored_file_key
 from icemv.refresh.commit.driver import conform_to_storage
 from icemv.sql.decimals import WIDE_CONTEXT
 from icemv.sql.net import Identity
@@ -97,7 +98,9 @@ def files_admitting(
     storage: Table, snapshot_id: int, probe: pa.Table, max_rows: int
 ) -> list[tuple[DataFile, pa.Table]] | None:
     """The data files (and their rows, read whole) whose column bounds may hold some row
-    of `probe` (storage columns, any subset); None when they hold more than `max_rows`."""
+    of `probe` (storage columns, any subset); None when they hold more than `max_rows`.
+    A file without delete files is read once per process: its rows are kept in the shared
+    cache (arrow_reads), where the commit that wrote it may have put them already."""
     try:
         bounds = bounds_filter(probe, storage.schema())
         tasks = list(storage.scan(snapshot_id=snapshot_id, row_filter=bounds).plan_files())
@@ -106,7 +109,18 @@ def files_admitting(
     if sum(task.file.record_count for task in tasks) > max_rows:
         return None
     reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
-    return [(task.file, conform_to_storage(reader.to_table([task]), storage)) for task in tasks]
+    cache = shared_cache()
+
+    def rows(task: FileScanTask) -> pa.Table:
+        def read() -> pa.Table:
+            return conform_to_storage(reader.to_table([task]), storage)
+
+        if task.delete_files:  # its rows are the file's minus the deletes: read
+            return read()
+        key = stored_file_key(storage, task.file.file_path)
+        return cache.piece(key, read, share=STORED_SHARE)
+
+    return [(task.file, rows(task)) for task in tasks]
 
 
 def candidates(rows: pa.Table, negatives: pa.Table) -> pa.Array:
