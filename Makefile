@@ -121,16 +121,17 @@ POLL_MVS ?= 20
 bench-poll: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_poll --mvs $(POLL_MVS) --out bench-results/poll.json
 
-# A fleet of MVs over one hot table with the daemon running, Kafka-triggered and poll-only:
-# time until all are fresh, per-MV latency, phases, catalog requests per poll, idle CPU.
+# A fleet of MVs over one hot table with the daemon running, Kafka-triggered and poll-only,
+# with the default config: time until all are fresh, per-MV latency, CPU per refresh by
+# phase, catalog requests per poll, idle CPU. FLEET_PROCESSES=0,2 compares refresh.processes
+# values (one run each) instead of the default.
 FLEET_ROWS ?= 1000000
-FLEET_MVS ?= 10,30,100
-FLEET_COMMITS ?= 3
-FLEET_MODES ?= poll,kafka
-# refresh.processes, one run each: in the daemon's process, then one worker per core.
-FLEET_PROCESSES ?= 0,$(shell nproc)
+FLEET_MVS ?= 10,100,1000
+FLEET_COMMITS ?= 5
+FLEET_MODES ?= kafka,poll
+FLEET_PROCESSES ?=
 bench-fleet: install system-deps
-	$(BIN)/python -m tests.benchmarks.bench_fleet --rows $(FLEET_ROWS) --mvs $(FLEET_MVS) --commits $(FLEET_COMMITS) --modes $(FLEET_MODES) --processes $(FLEET_PROCESSES) --out bench-results/fleet.json
+	$(BIN)/python -m tests.benchmarks.bench_fleet --rows $(FLEET_ROWS) --mvs $(FLEET_MVS) --commits $(FLEET_COMMITS) --modes $(FLEET_MODES) $(if $(FLEET_PROCESSES),--processes $(FLEET_PROCESSES)) --out bench-results/fleet.json
 
 # Refresh attempts and storage commit conflicts per commit with several daemon replicas.
 REPLICAS ?= 3

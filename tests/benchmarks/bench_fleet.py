@@ -240,6 +240,14 @@ def one_commit(
             p: round(statistics.median(r.phase_seconds.get(p, 0.0) for r in results), 3)
             for p in PHASES
         },
+        # CPU of the thread that ran each refresh (a worker's, or the daemon's), by phase.
+        "phases_cpu_median_ms": {
+            p: round(1000 * statistics.median(r.phase_cpu_seconds.get(p, 0.0) for r in results), 1)
+            for p in PHASES
+        },
+        "cpu_ms_per_refresh_median": round(
+            1000 * statistics.median(sum(r.phase_cpu_seconds.values()) for r in results), 1
+        ),
         "modes": sorted({str(r.mode) for r in results}),
         # Who computed each delta (duckdb / spark), and why not DuckDB.
         "engines": dict(Counter(str(r.engine) for r in results)),
@@ -268,7 +276,9 @@ def run_mode(
             print(
                 f"{label} commit {i + 1}: all fresh {commit['all_fresh_seconds']:.2f} s; per MV "
                 f"p50 {commit['per_mv']['p50']:.2f} s p95 {commit['per_mv']['p95']:.2f} s; "
-                f"phases {commit['phases_median']}; modes {commit['modes']}; "
+                f"phases {commit['phases_median']}; CPU ms per refresh "
+                f"{commit['cpu_ms_per_refresh_median']} {commit['phases_cpu_median_ms']}; "
+                f"modes {commit['modes']}; "
                 f"engines {commit['engines']} {commit['spark_reasons']}; "
                 f"CPU s {commit['cpu_seconds']}; "
                 f"max_concurrent={config.refresh.max_concurrent} "
@@ -295,6 +305,13 @@ def run_mode(
                 p: round(statistics.median(c["phases_median"][p] for c in commits), 3)
                 for p in PHASES
             },
+            "cpu_ms_per_refresh": statistics.median(
+                c["cpu_ms_per_refresh_median"] for c in commits
+            ),
+            "phases_cpu_ms": {
+                p: statistics.median(c["phases_cpu_median_ms"][p] for c in commits) for p in PHASES
+            },
+            "all_fresh_worst_seconds": max(c["all_fresh_seconds"] for c in commits),
         },
     }
 
@@ -319,7 +336,7 @@ def run_with(
         lakehouse.config,
         kafka=kafka_settings(broker, topic),
         polling={"interval_seconds": 3600},  # events only
-        refresh={"coalesce_seconds": 0.05, **refresh},
+        refresh=refresh,
     )
     with CommitEventPublisher(config.kafka, topic) as publisher:
         return run_mode(fleet, config, args, publisher)
@@ -328,8 +345,9 @@ def run_with(
 def print_table(runs: list[dict[str, Any]]) -> None:
     print("\nmedians over the commits (seconds)")
     header = (
-        f"{'N':>4} {'mode':6} {'conc':>4} {'proc':>4} {'all fresh':>9} {'MV p50':>7} {'MV p95':>7} "
-        f"{'req/poll':>8} {'idle CPU %':>10}  phases (median)"
+        f"{'N':>4} {'mode':6} {'conc':>4} {'proc':>4} {'all fresh':>9} {'worst':>6} "
+        f"{'MV p50':>7} {'MV p95':>7} {'req/poll':>8} {'idle CPU %':>10} {'CPU ms':>6}  "
+        "CPU ms by phase (median)"
     )
     print_header(header)
     for run in runs:
@@ -337,9 +355,11 @@ def print_table(runs: list[dict[str, Any]]) -> None:
         per_poll = idle["catalog_requests_per_poll"]
         print(
             f"{run['mvs']:>4} {run['mode']:6} {run['max_concurrent']:>4} {run['processes']:>4} "
-            f"{m['all_fresh_seconds']:>9.2f} {m['per_mv_p50']:>7.2f} {m['per_mv_p95']:>7.2f} "
-            f"{'-' if per_poll is None else per_poll:>8} {idle['cpu_percent_of_one_core']:>10}  "
-            + " ".join(f"{p}={s:.3f}" for p, s in m["phases"].items())
+            f"{m['all_fresh_seconds']:>9.2f} {m['all_fresh_worst_seconds']:>6.2f} "
+            f"{m['per_mv_p50']:>7.2f} {m['per_mv_p95']:>7.2f} "
+            f"{'-' if per_poll is None else per_poll:>8} {idle['cpu_percent_of_one_core']:>10} "
+            f"{m['cpu_ms_per_refresh']:>6.1f}  "
+            + " ".join(f"{p}={s:.1f}" for p, s in m["phases_cpu_ms"].items())
         )
 
 

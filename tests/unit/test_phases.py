@@ -32,3 +32,15 @@ def test_phases_follow_the_refresh_path_and_unknown_names_are_refused() -> None:
     assert PHASES == ("plan", "changes", "patch", "commit", "record")
     with pytest.raises(ValueError, match="unknown refresh phase 'delta'"):
         PhaseClock().end("delta")
+
+
+def test_cpu_is_charged_to_the_phase_that_spent_it_not_to_waits() -> None:
+    clock = PhaseClock()
+    busy_until = time.thread_time() + 0.03
+    while time.thread_time() < busy_until:  # 30 ms of this thread's CPU
+        pass
+    clock.end("patch")
+    time.sleep(0.05)  # a wait: wall time, no CPU (what is measured, not a wait on anything)
+    clock.end("commit")
+    assert clock.cpu_seconds["patch"] >= 0.029
+    assert clock.cpu_seconds["commit"] < 0.02 <= clock.seconds["commit"]

@@ -264,11 +264,13 @@ class RefreshConfig(_Section):
         "use `auto_cost_factor`.",
     )
     coalesce_seconds: float = Field(
-        default=1.0,
+        default=0.05,
         ge=0,
         description="Commits to the sources of one MV announced (by events) within this "
         "window yield one refresh; a poll's request starts at once (the poll folded every "
-        "commit since the last).",
+        "commit since the last). Every event waits this long before its refresh starts; "
+        "events that arrive while the MV refreshes wait for it anyway and yield one more "
+        "refresh, so a short window loses little folding.",
     )
     driver_commit_max_rows: int = Field(
         default=500_000,

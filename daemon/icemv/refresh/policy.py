@@ -49,11 +49,12 @@ def refresh_mv(
     (`verify-mismatch`) and its record keeps the summary."""
     force_full = force_full or repair is not None
     reads = CatalogReads(lakehouse)  # each table loaded once per attempt
+    phases = PhaseClock()  # the first attempt's `plan` includes the preparation
     prepare_refresh(reads, identifier, refresh_mv)  # leftovers, source MVs, lost columns
     for attempt in range(1, MAX_ATTEMPTS + 1):
         started = time.time()
-        phases = PhaseClock()
         if attempt > 1:
+            phases = PhaseClock()
             reads = CatalogReads(lakehouse)
         mv = load_materialized_view(lakehouse, identifier, reads)
         freshness = assess_freshness(lakehouse, mv, reads=reads)

@@ -98,6 +98,7 @@ def result_of_commit(
         duration_seconds=time.time() - plan.started_ms / 1000,
         source_rows_read=source_rows_read,
         phase_seconds=dict(phases.seconds) if phases else {},
+        phase_cpu_seconds=dict(phases.cpu_seconds) if phases else {},
         phase_spans=dict(phases.spans) if phases else {},
         record=record,
         commit_to_fresh_seconds=latencies,

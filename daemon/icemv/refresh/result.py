@@ -30,6 +30,8 @@ class RefreshResult:
     source_rows_read: int | None = None
     # Where the time went, by phase (refresh/phases.py: plan, changes, patch, commit, record).
     phase_seconds: Mapping[str, float] = field(default_factory=dict)
+    # The refreshing thread's CPU time by phase (refresh/phases.py).
+    phase_cpu_seconds: Mapping[str, float] = field(default_factory=dict)
     # When each phase ran: (start, end) in epoch seconds.
     phase_spans: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     # Who computed the delta: `duckdb` (the embedded engine on the driver, no Spark job) or
