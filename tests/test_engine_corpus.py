@@ -28,8 +28,8 @@ pytestmark = [pytest.mark.spark]
 UTC = dt.UTC
 D = Decimal
 # r: row id; i INT, b BIGINT, x DOUBLE, m DECIMAL(12,2), h DECIMAL(38,10), n DECIMAL(7,2),
-# s STRING, day DATE, ts TIMESTAMP, f BOOLEAN
-ROWS: list[tuple[Any, ...]] = [
+# s STRING, day DATE, ts TIMESTAMP, f BOOLEAN, tn TIMESTAMP_NTZ (added below)
+_ROWS: list[tuple[Any, ...]] = [
     (1, 0, 0, 0.0, D("0.00"), D("0E-10"), D("0.00"), "", dt.date(1970, 1, 1),
      dt.datetime(1970, 1, 1, tzinfo=UTC), False),
     (2, 2147483647, 9223372036854775807, -0.0, D("9999999999.99"),
@@ -53,9 +53,18 @@ ROWS: list[tuple[Any, ...]] = [
     (10, -3, -5, -2.0, D("-1.00"), D("-0.0000025000"), D("1.00"), "\u3000-half\u2008",
      dt.date(2024, 6, 2), dt.datetime(2024, 6, 2, 12, 0, tzinfo=UTC), False),
 ]  # fmt: skip
+# Local date-times: the epoch and just before it, years 1 and 9999, a leap day, the
+# Gregorian cut-over (proleptic in both), a DST gap's hour (no zone: no gap).
+_NTZ = [
+    dt.datetime(1970, 1, 1), dt.datetime(1969, 12, 31, 23, 59, 59, 999999), dt.datetime(1, 1, 1),
+    None, dt.datetime(9999, 12, 31, 23, 59, 59, 999999), dt.datetime(2024, 2, 29, 0, 0, 0, 1),
+    dt.datetime(1582, 10, 10, 1), dt.datetime(2024, 3, 10, 2, 30), dt.datetime(1900, 3, 1, 12),
+    dt.datetime(2000, 1, 1),
+]  # fmt: skip
+ROWS = [(*row, ntz) for row, ntz in zip(_ROWS, _NTZ, strict=True)]
 DDL = (
     "r INT, i INT, b BIGINT, x DOUBLE, m DECIMAL(12,2), h DECIMAL(38,10), n DECIMAL(7,2), "
-    "s STRING, day DATE, ts TIMESTAMP, f BOOLEAN"
+    "s STRING, day DATE, ts TIMESTAMP, f BOOLEAN, tn TIMESTAMP_NTZ"
 )
 
 EXPRESSIONS = [
@@ -99,6 +108,10 @@ EXPRESSIONS = [
     "day >= '2024-01-01'", "day IN ('2024-03-10', '2000-02-29')", "ts < '2024-03-10 07:00:00'",
     "day BETWEEN '2000-01-01' AND '2024-03-10'", "day = 'not a date'",
     "ts >= TIMESTAMP'2024-03-10 07:00:00'", "year(ts)", "CAST(s AS INT)", "CAST(s AS DATE)",
+    # local date-times (TIMESTAMP_NTZ): their date, a date's midnight
+    *(NTZ_CASTS := [
+        "CAST(tn AS DATE)", "date(tn)", "CAST(day AS TIMESTAMP_NTZ)", "CAST(tn AS DATE) = day",
+    ]),
     # predicates and NULLs
     "i IS NULL", "f IS NOT NULL", "NOT f", "f AND i > 0", "f OR i > 0", "i IN (1, NULL)",
     "i <=> NULL", "coalesce(i, b)", "CASE WHEN f THEN 1 END", "IF(i > 0, 'p', NULL)",
@@ -131,6 +144,10 @@ QUERIES = [
     "SELECT avg(x) AS a, avg(i) AS c, avg(m) AS d, var_pop(x) AS e, stddev(i) AS g FROM edge",
     "SELECT f AS k, count(*) AS a, sum(m) AS c, sum(n) AS d FROM edge GROUP BY f",
     "SELECT CAST(ts AS DATE) AS k, count(*) AS a, sum(n) AS c FROM edge GROUP BY CAST(ts AS DATE)",
+    *(NTZ_QUERIES := [
+        "SELECT CAST(tn AS DATE) AS k, count(*) AS a, max(tn) AS c FROM edge "
+        "GROUP BY CAST(tn AS DATE)",
+    ]),
     "SELECT x AS k, count(*) AS a FROM edge GROUP BY x",
     "SELECT DISTINCT s AS k FROM edge",
     "SELECT e1.r AS a, e2.r AS c FROM edge e1 JOIN edge e2 ON e1.m = e2.n",
@@ -291,6 +308,8 @@ def _same(a: Any, b: Any) -> bool:
             return True
         return struct.pack("<d", a) == struct.pack("<d", b)
     if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
+        if a.tzinfo is None or b.tzinfo is None:  # local date-times: as they are
+            return a.tzinfo is b.tzinfo and a == b
         return a.astimezone(UTC) == b.astimezone(UTC)
     return bool(type(a) is type(b) and a == b) or (a is None and b is None)
 
@@ -336,6 +355,8 @@ def _literal(value: Any) -> str:
         return f"CAST('{value!r}' AS DOUBLE)"
     if isinstance(value, Decimal):
         return f"CAST('{value}' AS DECIMAL(38,10))"
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return f"TIMESTAMP_NTZ'{value.isoformat(sep=' ')}'"
     if isinstance(value, dt.datetime):
         return f"TIMESTAMP'{value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=' ')}'"
     if isinstance(value, dt.date):
@@ -431,6 +452,8 @@ def test_every_admitted_expression_is_computed_as_spark_computes_it(engines: Any
     assert not wrong, "\n".join(f"{k}: {v}" for k, v in wrong.items())
     # Constructs the gate is meant to admit, admitted (a regression would only be slower).
     meant = [
+        *NTZ_CASTS,
+        *NTZ_QUERIES,
         *STRING_LITERAL_CASTS,
         *CTES,
         *AVERAGES,

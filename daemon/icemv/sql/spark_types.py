@@ -90,6 +90,7 @@ DOUBLE = SparkType("double")
 STRING = SparkType("string")
 DATE = SparkType("date")
 TIMESTAMP = SparkType("timestamp")
+TIMESTAMP_NTZ = SparkType("timestamp_ntz")
 NULL = SparkType("null")
 
 
