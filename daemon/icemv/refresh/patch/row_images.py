@@ -5,6 +5,13 @@ of its copies, any k". A Spark MERGE finds them by joining the whole storage tab
 the candidate files are those whose column bounds admit some deleted image (Iceberg's
 file statistics prune the rest), they are read with pyiceberg, and each file that loses a
 row is replaced by its survivors, all in one snapshot with the inserted images.
+
+A file's rows are read once per process (`files_admitting`): Iceberg data files are never
+changed in place, so a path names one content for good, and the rows are kept by the
+storage table's uuid, the path and the schema they were read under, in the shared read
+cache; the commit that wrote a file keeps the very rows it wrote there (one file of an
+unpartitioned table: exactly those rows, commit/driver.py). A file with delete files is
+read every time (its rows are the file's minus the deletes of that snapshot).
 """
 
 from __future__ import annotations
