@@ -26,16 +26,19 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
-from tests.support.tables import create_trips
+from tests.support.tables import append_trips, create_trips
 
 REPO = Path(__file__).resolve().parents[1]
 SQL = "SELECT vendor, count(*) AS n, sum(fare) AS s FROM trips GROUP BY vendor"
 CHATTY_LOGGING = {"level": "DEBUG", "levels": {"sqlalchemy.engine": "INFO"}}
 
 
-def icemv(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def icemv(
+    config: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ICEMV_")}
     environment["PYTHONPATH"] = f"{REPO / 'daemon'}{os.pathsep}{REPO}"
+    environment.update(env or {})
     result = subprocess.run(
         [sys.executable, "-m", "icemv.cli.main", "--config", str(config), *args],
         capture_output=True,
@@ -174,3 +177,28 @@ def test_status_on_the_embedded_default_says_nothing_on_stderr(tmp_path: Path) -
     verbose = icemv(config, "status", "--verbose")
     events = [json.loads(line)["event"] for line in verbose.stderr.splitlines()]
     assert "embedded_postgres.started" in events
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_ansi_mode_set_in_spark_defaults_keeps_the_delta_off_duckdb(
+    config_file: Path, lakehouse: Lakehouse, namespace: str, tmp_path: Path
+) -> None:
+    """ANSI mode set where icemv's config does not say it (Spark's spark-defaults.conf):
+    `icemv refresh` reads it from its Spark session and leaves the delta to Spark, which
+    fails on an overflow or an invalid cast where DuckDB would answer; the same refresh
+    without it computes on DuckDB."""
+    create_trips(lakehouse, namespace, rows=[(i, f"v{i % 3}", float(i), None) for i in range(9)])
+    mv = Identifier((namespace,), "ansi")
+    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    refresh_mv(lakehouse, mv)
+    spark_conf = tmp_path / "spark-conf"
+    spark_conf.mkdir()
+    (spark_conf / "spark-defaults.conf").write_text("spark.sql.ansi.enabled true\n")
+    append_trips(lakehouse, namespace, [(100, "v1", 2.5, None)])
+    icemv(config_file, "refresh", mv.dotted, env={"SPARK_CONF_DIR": str(spark_conf)})
+    append_trips(lakehouse, namespace, [(101, "v2", 1.5, None)])
+    icemv(config_file, "refresh", mv.dotted)
+    history = document(config_file, "mv", "show", mv.dotted, "--output", "json")["history"]
+    engines = [(entry["mode"], entry["engine"]) for entry in history]
+    assert engines == [("incremental", "duckdb"), ("incremental", "spark"), ("full", None)]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from icemv.engine.semantics import ANSI_KEY
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.refresh import route
@@ -224,6 +225,28 @@ def test_recomputed_groups_and_the_switches(lakehouse: Lakehouse, namespace: str
     append_trips(lakehouse, namespace, APPENDS[1])
     result = refresh_by(Lakehouse(small), mv, "spark")
     assert result.engine_reason is not None and "changed rows > 2" in result.engine_reason
+
+
+def test_a_session_in_ansi_mode_leaves_every_delta_to_spark(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """ANSI mode set outside icemv's config (here on the running session, as
+    spark-defaults.conf or spark-submit's --conf would set it: tests/test_cli_output.py)
+    is read from the session: the delta goes to Spark, which raises where DuckDB would
+    answer; once it is off again, to DuckDB."""
+    create_trips(lakehouse, namespace, rows=ROWS)
+    mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
+    spark = lakehouse.spark
+    spark.conf.set(ANSI_KEY, "true")
+    try:
+        append_trips(lakehouse, namespace, APPENDS[0])
+        result = refresh_by(Lakehouse(lakehouse.config), mv, "spark")
+        assert result.engine_reason is not None
+        assert "spark.sql.ansi.enabled is true" in result.engine_reason
+    finally:
+        spark.conf.unset(ANSI_KEY)
+    append_trips(lakehouse, namespace, APPENDS[1])
+    refresh_by(Lakehouse(lakehouse.config), mv, "duckdb")
 
 
 def test_mvs_share_each_appended_file(lakehouse: Lakehouse, namespace: str) -> None:

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from icemv.config import Config
+from icemv.engine.semantics import SessionSemantics
 from icemv.errors import RefreshFailedError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
@@ -40,7 +41,9 @@ def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spa
     mv = Identifier((namespace,), "by_vendor")
     create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
     handbacks: list[str] = []
-    workers = RefreshWorkers(test_config, 1, handbacks.append)
+    workers = RefreshWorkers(
+        test_config, 1, handbacks.append, semantics=lambda: lakehouse.semantics
+    )
     try:
         assert workers.refresh(mv) is None  # the first refresh is a full one: Spark's
         assert handbacks == ["spark"]
@@ -71,6 +74,17 @@ def test_a_worker_refreshes_on_the_embedded_engine_and_hands_back_what_needs_spa
         assert_matches_oracle(lakehouse, mv)
     finally:
         workers.close()
+
+    # Workers of a daemon whose Spark session is in ANSI mode leave every delta to it.
+    ansi = RefreshWorkers(
+        test_config, 1, handbacks.append, semantics=lambda: SessionSemantics(True, "UTC")
+    )
+    try:
+        append_trips(lakehouse, namespace, [(6, "c", 3.0, D1)])
+        assert ansi.refresh(mv) is None
+        assert handbacks[-1] == "spark"
+    finally:
+        ansi.close()
 
 
 @pytest.mark.spark
@@ -106,7 +120,7 @@ def test_workers_that_cannot_start_are_turned_off_not_respawned_per_refresh(
     spawn = multiprocessing.get_context("spawn")
     exits_at_once = shutil.which("false")
     assert exits_at_once is not None
-    workers = RefreshWorkers(test_config, 1)
+    workers = RefreshWorkers(test_config, 1, semantics=lambda: SessionSemantics(False, "UTC"))
     spawn.set_executable(exits_at_once)
     try:
         mv = Identifier(("nowhere",), "mv")

@@ -12,6 +12,7 @@ from pyiceberg.table import Table
 from icemv.catalog.backends import CatalogBackend, open_backend
 from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
+from icemv.engine.semantics import SessionSemantics, session_semantics
 from icemv.errors import SparkUnavailableError
 from icemv.identifiers import Identifier
 
@@ -20,11 +21,15 @@ if TYPE_CHECKING:
 
 
 class Lakehouse:
-    def __init__(self, config: Config, *, spark: bool = True) -> None:
+    def __init__(
+        self, config: Config, *, spark: bool = True, semantics: SessionSemantics | None = None
+    ) -> None:
         """`spark=False`: a lakehouse without Spark (a refresh worker process); asking for
-        it raises SparkUnavailableError."""
+        it raises SparkUnavailableError. `semantics`: its Spark session's, when known
+        without asking the session (a worker is given its daemon's)."""
         self.config = config
         self.has_spark = spark
+        self._semantics = semantics
 
     @cached_property
     def backend(self) -> CatalogBackend:
@@ -46,6 +51,15 @@ class Lakehouse:
         from icemv.engine.spark import spark_session
 
         return spark_session(self.config, self.backend)
+
+    @property
+    def semantics(self) -> SessionSemantics:
+        """The Spark session's ANSI mode and time zone (engine/semantics.py), read once
+        from the session, which this starts if it is not running; SparkUnavailableError
+        without Spark unless they were given."""
+        if self._semantics is None:
+            self._semantics = session_semantics(self.spark)
+        return self._semantics
 
     @property
     def catalog_name(self) -> str:

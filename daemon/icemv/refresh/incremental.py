@@ -70,7 +70,7 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
     settings = lakehouse.config.refresh
     moved = bool(plan.moved)
     # The one decision between the embedded engine and Spark, before any row is read.
-    route: EmbeddedRoute | str = choose_route(plan, lakehouse.config) if moved else ""
+    route: EmbeddedRoute | str = choose_route(plan, lakehouse) if moved else ""
     phases.end("plan")
     storage = base.storage
     mode = RefreshMode.INCREMENTAL if moved else RefreshMode.NO_OP
@@ -155,7 +155,7 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
 
 def embedded_takes(lakehouse: Lakehouse) -> Callable[[IncrementalPlan], bool]:
     """Whether the embedded engine would take a plan's delta (policy `auto`'s estimate)."""
-    return lambda plan: isinstance(choose_route(plan, lakehouse.config), EmbeddedRoute)
+    return lambda plan: isinstance(choose_route(plan, lakehouse), EmbeddedRoute)
 
 
 def _embedded_patch(

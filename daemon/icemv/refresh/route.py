@@ -12,11 +12,13 @@ terms, and the terms of the other moved sources, which read it at its new snapsh
 their own occurrence and at its old one after: sql/delta.py), it is read whole at both
 ends too, within the same limit. The view's expressions must pass the portability gate
 (sql/portable.py) over those tables' types. The same delta and merge trees then run as on
-Spark (sql/delta.py, refresh/patch/). A top-N view and anything else go to Spark, and
-the refusal's reason is
-reported with the refresh (`engine=spark`, `engine_reason`); so does any refusal met
-while running (more rows than the limits, a construct the gate refuses in a merge tree, a
-DuckDB error such as an overflow Spark would wrap).
+Spark (sql/delta.py, refresh/patch/), in the Spark session's time zone. A Spark session
+in ANSI mode (however it was set: engine/semantics.py) sends every delta to Spark: there
+an overflow, an invalid cast or a division by zero fails the refresh, where DuckDB as
+configured here would answer. A top-N view and anything else go to Spark, and the
+refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`); so does
+any refusal met while running (more rows than the limits, a construct the gate refuses in
+a merge tree, a DuckDB error such as an overflow Spark would wrap).
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from sqlglot import exp
 
-from icemv.config import Config
-from icemv.errors import ArrowUnsupportedError, EngineRefusedError
+from icemv.errors import ArrowUnsupportedError, EngineRefusedError, SparkUnavailableError
 from icemv.identifiers import Identifier
+from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.arrow_changes import KeptRows, changed_rows
 from icemv.refresh.changes.arrow_reads import (
     AppendedRowsCache,
@@ -180,11 +182,18 @@ class EmbeddedRoute:
             raise EngineRefusedError(str(why)) from None
 
 
-def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
+def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute | str:
     """The embedded route of this refresh's delta, or why Spark computes it."""
-    settings = config.refresh
-    if str(config.spark.conf.get("spark.sql.ansi.enabled", "")).lower() == "true":
-        return "spark.sql.ansi.enabled: Spark fails on overflow and bad casts, DuckDB would not"
+    settings = lakehouse.config.refresh
+    try:
+        semantics = lakehouse.semantics
+    except SparkUnavailableError:
+        return "the Spark session's settings (ANSI mode, time zone) are not known here"
+    if semantics.ansi:
+        return (
+            "spark.sql.ansi.enabled is true in the Spark session: Spark fails on overflow, "
+            "invalid casts and division by zero, DuckDB would not"
+        )
     max_rows = min(settings.arrow_max_rows, settings.driver_commit_max_rows)
     if max_rows <= 0:
         return "embedded engine off (refresh.arrow_max_rows or driver_commit_max_rows is 0)"
@@ -220,7 +229,7 @@ def choose_route(plan: IncrementalPlan, config: Config) -> EmbeddedRoute | str:
         max_rows=max_rows,
         threads=settings.duckdb_threads,
         memory_limit=settings.duckdb_memory_limit,
-        time_zone=str(config.spark.conf.get("spark.sql.session.timeZone", "UTC")),
+        time_zone=semantics.time_zone,
     )
 
 

@@ -79,7 +79,12 @@ class Daemon:
         # fresh in 2.36 s against 2.60, 10 in 0.33 against 0.49; docs/benchmarks.md).
         processes = min(config.refresh.processes, config.refresh.max_concurrent)
         self.workers = (
-            RefreshWorkers(config, processes, self.metrics.record_worker_handback)
+            RefreshWorkers(
+                config,
+                processes,
+                self.metrics.record_worker_handback,
+                semantics=lambda: self.lakehouse.semantics,
+            )
             if processes
             else None
         )

@@ -14,13 +14,16 @@ Each worker is a pool of its own, and an MV's refreshes go to the same worker wh
 not much busier than the others (`RefreshWorkers`): what a worker keeps of an MV serves its
 next refresh. A worker runs the same `refresh_mv` over a lakehouse of its own without
 Spark: the plan, the embedded engine's delta and the storage commit, with the same
-conflict checks as in the daemon's process. A refresh that needs Spark (a full recompute,
-a delta the gate refuses, a repair) meets `SparkUnavailableError` before it commits
-anything and is handed back: `refresh()` returns None and the caller runs it itself,
-planning it again (a few milliseconds; a fleet whose refreshes mostly need Spark gains
-nothing from workers and pays that twice). A worker that dies (killed, out of memory)
-loses only its refresh's uncommitted work: its pool is replaced and the refresh runs in
-the daemon's process; a storage commit is atomic either way.
+conflict checks as in the daemon's process. Having no Spark session, a worker is given
+its daemon's session settings (ANSI mode, time zone: engine/semantics.py) when it
+starts, and computes a delta on DuckDB only where the daemon's Spark would agree. A
+refresh that needs Spark (a full recompute, a delta the gate refuses, a repair) meets
+`SparkUnavailableError` before it commits anything and is handed back: `refresh()`
+returns None and the caller runs it itself, planning it again (a few milliseconds; a
+fleet whose refreshes mostly need Spark gains nothing from workers and pays that twice).
+A worker that dies (killed, out of memory) loses only its refresh's uncommitted work: its
+pool is replaced and the refresh runs in the daemon's process; a storage commit is
+atomic either way.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from functools import partial
 import structlog
 
 from icemv.config import Config
+from icemv.engine.semantics import SessionSemantics
 from icemv.errors import RefreshFailedError, SparkUnavailableError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
@@ -66,10 +70,14 @@ class RefreshWorkers:
         config: Config,
         processes: int,
         on_handback: Callable[[str], None] | None = None,
+        *,
+        semantics: Callable[[], SessionSemantics],
     ) -> None:
         """`on_handback(reason)`: told of each refresh handed back, `spark` (it needs
-        Spark) or `lost` (its worker died or could not be started)."""
+        Spark) or `lost` (its worker died or could not be started). `semantics()`: the
+        daemon's Spark session settings, asked when a worker is started."""
         self._config = config
+        self._semantics = semantics
         self._on_handback = on_handback or (lambda reason: None)
         self._processes = processes
         self._pools: list[ProcessPoolExecutor | None] = [None] * processes
@@ -147,6 +155,7 @@ class RefreshWorkers:
                 pool.shutdown(wait=wait, cancel_futures=True)
 
     def _current(self, slot: int) -> ProcessPoolExecutor | None:
+        semantics = self._semantics()  # before the lock: it may wait for Spark to start
         with self._lock:
             if self.disabled:
                 return None
@@ -156,7 +165,7 @@ class RefreshWorkers:
                     1,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start,
-                    initargs=(self._config,),
+                    initargs=(self._config, semantics),
                 )
             return pool
 
@@ -193,12 +202,13 @@ def choose_worker(mv: Identifier, handed: Sequence[int]) -> int:
     return least if handed[least] < handed[home] else home
 
 
-def _start(config: Config) -> None:
-    """A worker's set-up: the daemon's logging, a lakehouse without Spark."""
+def _start(config: Config, semantics: SessionSemantics) -> None:
+    """A worker's set-up: the daemon's logging, a lakehouse without Spark but with its
+    daemon's session settings."""
     global _LAKEHOUSE
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when to stop
     configure_logging(config.logging)
-    _LAKEHOUSE = Lakehouse(config, spark=False)
+    _LAKEHOUSE = Lakehouse(config, spark=False, semantics=semantics)
     freeze_startup_heap()
 
 
