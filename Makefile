@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image image-test
+.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql fuzz-functions matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image image-test
 
 install: $(STAMP)
 
@@ -80,6 +80,12 @@ FUZZ_SQL_STEPS ?= 6
 FUZZ_SQL_SHRINK ?= 40
 fuzz-sql: install system-deps
 	ICEMV_FUZZ_SQL_BATCHES=$(FUZZ_SQL_BATCHES) ICEMV_FUZZ_SQL_VIEWS=$(FUZZ_SQL_VIEWS) ICEMV_FUZZ_SQL_STEPS=$(FUZZ_SQL_STEPS) ICEMV_FUZZ_SQL_SHRINK=$(FUZZ_SQL_SHRINK) ICEMV_FUZZ_SQL_SEED=$${ICEMV_FUZZ_SQL_SEED:-1000} $(BIN)/pytest -q -s -p no:cacheprovider tests/test_fuzz_sql.py
+
+# Every function of the embedded engine's table (sql/functions.py) against Spark on many
+# generated argument values (make test: 40 random rows beside the edges).
+FUNCTION_VALUES ?= 2000
+fuzz-functions: install system-deps
+	ICEMV_FUNCTION_VALUES=$(FUNCTION_VALUES) ICEMV_FUNCTION_SEED=$${ICEMV_FUNCTION_SEED:-4242} $(BIN)/pytest -q -s -p no:cacheprovider tests/test_function_corpus.py
 
 # The case matrices (`@pytest.mark.matrix`) with every case on both catalog kinds (`make
 # test` runs each case on one kind, chosen per case in tests/conftest.py).

@@ -9,7 +9,9 @@ A page asks for a generated part with a marker on a line of its own:
 - `<!-- icemv:code-map -->`: every module under `daemon/icemv/`, with the first paragraph
   of its docstring;
 - `<!-- icemv:portability-gate -->`: where DuckDB and Spark differ and what the gate does,
-  the list in `sql/portable.py`'s docstring.
+  the list in `sql/portable.py`'s docstring;
+- `<!-- icemv:functions -->`: the functions the embedded engine computes and those it
+  refuses, with why, from the tables in `sql/functions.py`.
 
 `deploy/OPERATIONS.md` (the operators' runbook, kept beside the chart and its alerts) is
 published as `operations.md`: MkDocs reads pages only under `docs/`, so the hook adds it as
@@ -43,6 +45,7 @@ CONFIG_MARKER = "<!-- icemv:config-reference -->"
 METRICS_MARKER = "<!-- icemv:metrics-reference -->"
 CODE_MAP_MARKER = "<!-- icemv:code-map -->"
 GATE_MARKER = "<!-- icemv:portability-gate -->"
+FUNCTIONS_MARKER = "<!-- icemv:functions -->"
 
 
 # ---- configuration ------------------------------------------------------------------------
@@ -249,6 +252,13 @@ def portability_gate() -> str:
     return "\n".join(items) + "\n"
 
 
+def functions() -> str:
+    """The embedded engine's function tables (sql/functions.py), as Markdown."""
+    from icemv.sql.functions import function_table
+
+    return function_table() + "\n"
+
+
 # ---- MkDocs events ------------------------------------------------------------------------
 
 GENERATED = {
@@ -256,6 +266,7 @@ GENERATED = {
     METRICS_MARKER: metrics_reference,
     CODE_MAP_MARKER: code_map,
     GATE_MARKER: portability_gate,
+    FUNCTIONS_MARKER: functions,
 }
 
 

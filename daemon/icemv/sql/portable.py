@@ -72,7 +72,10 @@ Where the engines differ, and what the gate does about it:
 - ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
   NULLs). Which row's value neither engine defines; where the group decides it, both
   give it.
-- set operations other than UNION ALL, complex types, functions not listed here: refused.
+- functions: besides those above, the table of sql/functions.py (each argument's types
+  and literals, Spark's result type, the DuckDB expression), proven per function on
+  generated values; set operations other than UNION ALL, complex types, and functions
+  in neither: refused.
 Pure: sqlglot trees and types only (the answers kept per process, see `to_duckdb`).
 """
 
@@ -88,6 +91,7 @@ from sqlglot import exp
 
 from icemv.sql import decimals
 from icemv.sql.decimals import DecimalType
+from icemv.sql.functions import DATE_LIKE, Function, function_of
 from icemv.sql.memo import Memo
 from icemv.sql.spark_types import (
     BIGINT,
@@ -620,6 +624,9 @@ class _Expressions:
         return rendered
 
     def typed(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
+        function = function_of(node)
+        if function is not None:
+            return self.function(node, function)
         handler = _HANDLERS.get(type(node))
         if handler is None:
             for kind, candidate in _HANDLERS.items():
@@ -919,6 +926,49 @@ class _Expressions:
         return _rebuilt(node, this=values[0], expressions=values[1:]), kind
 
     # -- functions ---------------------------------------------------------------------
+    def function(self, node: exp.Expr, function: Function) -> tuple[exp.Expr, SparkType]:
+        """A function of the table (sql/functions.py): Spark's own tree of it typed in its
+        place, or its arguments typed and checked against its row and its DuckDB
+        expression cast strictly to Spark's result type."""
+        if function.spark_tree is not None:
+            return self.typed(function.spark_tree(node))
+        set_ = [name for name in function.forbidden_args if node.args.get(name) is not None]
+        if set_:
+            raise _refuse(node, f"{function.name} with {', '.join(set_)}")
+        positional = node.expressions if isinstance(node, exp.Anonymous) else []
+        if len(positional) > len(function.arguments):
+            raise _refuse(node, f"{function.name} with {len(positional)} arguments")
+        rendered, kinds = [], []
+        for argument in function.arguments:
+            if isinstance(argument.at, int):
+                value = positional[argument.at] if argument.at < len(positional) else None
+            else:
+                value = node.args.get(argument.at)
+            if value is None and argument.absent is not None:
+                value = argument.absent()
+            if value is None:
+                if argument.optional:
+                    continue
+                raise _refuse(node, f"{function.name} without all its arguments")
+            if argument.literal is not None and not argument.literal(value):
+                raise _refuse(node, f"{function.name} with {_text(value)}: {argument.literal_is}")
+            value_rendered, kind = self.typed(value)
+            if (kind.kind != "null" and kind.kind not in argument.kinds) or (
+                kind.kind == "null" and not argument.null
+            ):
+                raise _refuse(node, f"{function.name} of {kind.describe()}")
+            if argument.kinds == DATE_LIKE and kind == TIMESTAMP:  # its date, in the zone
+                value_rendered, kind = _cast(value_rendered, DATE), DATE
+            if kind.kind == "null":  # typed, or DuckDB cannot choose the function's overload
+                value_rendered = _cast(value_rendered, _NULL_AS[min(argument.kinds)])
+            rendered.append(value_rendered)
+            kinds.append(kind)
+        assert function.duckdb is not None
+        result = function.result
+        if not isinstance(result, SparkType):
+            result = result(kinds)
+        return _cast(function.duckdb(*rendered), result), result
+
     def unary_same(self, node: exp.Func) -> tuple[exp.Expr, SparkType]:
         """abs(x), upper(s), ...: the argument's type (numbers for abs, strings else)."""
         inner, kind = self.typed(node.this)
@@ -1404,6 +1454,10 @@ def _half_way(gate: _Expressions, node: exp.RegexpLike) -> tuple[exp.Expr, Spark
     return exp.In(this=exp.Paren(this=last), expressions=five), BOOLEAN
 
 
+# A NULL argument of a table function is cast to one type its row admits.
+_NULL_AS = {"date": DATE, "decimal": SparkType("decimal", 38, 10), "double": DOUBLE,
+            "bigint": BIGINT, "int": INT, "smallint": INT, "tinyint": INT, "string": STRING,
+            "timestamp": TIMESTAMP}  # fmt: skip
 _Handler = Callable[[_Expressions, exp.Expr], tuple[exp.Expr, SparkType]]
 _HANDLERS: dict[type[exp.Expr], _Handler] = {
     exp.Column: _Expressions.column,  # type: ignore[dict-item]

@@ -93,6 +93,11 @@ class ViewGen:
             f"length({self.expr(scope, 'string', depth)})",
             f"month({self.expr(scope, 'date', depth)})",
             f"hour({self.expr(scope, 'timestamp', depth)})",
+            # functions of the embedded engine's table (sql/functions.py)
+            f"dayofweek({self.expr(scope, 'date', depth)})",
+            f"weekofyear({self.expr(scope, 'timestamp', depth)})",
+            f"datediff({self.expr(scope, 'date', depth)}, {self.expr(scope, 'date', depth)})",
+            f"pmod({a}, 7)", f"instr({self.expr(scope, 'string', depth)}, 'a')",
         ])  # fmt: skip
 
     def _bigint_expr(self, scope: list[Ref], depth: int) -> str:
@@ -100,6 +105,7 @@ class ViewGen:
         return self.rng.choice([
             f"CAST({self.expr(scope, 'int', depth)} AS BIGINT)", f"({a} + {a})",
             f"({a} * 2)", f"({a} DIV 2)",
+            f"unix_timestamp({self.expr(scope, 'timestamp', depth)})",
         ])  # fmt: skip
 
     def _double_expr(self, scope: list[Ref], depth: int) -> str:
@@ -115,7 +121,7 @@ class ViewGen:
         return self.rng.choice([
             f"({a} * {b})", f"({a} * {b} * {self.expr(scope, 'decimal', depth)})",
             f"({a} + {b})", f"({a} - {b})", f"round({a}, 1)", f"CAST({a} AS DECIMAL(18,4))",
-            f"abs({a})", f"({a} * {self.expr(scope, 'int', depth)})",
+            f"abs({a})", f"({a} * {self.expr(scope, 'int', depth)})", f"floor({a})",
         ])  # fmt: skip
 
     def _string_expr(self, scope: list[Ref], depth: int) -> str:
@@ -123,12 +129,17 @@ class ViewGen:
         return self.rng.choice([
             f"upper({a})", f"concat({a}, {self.expr(scope, 'string', depth)})",
             f"substr({a}, 1, 1)", f"trim({a})", f"CAST({self.expr(scope, 'int', depth)} AS STRING)",
+            f"reverse({a})", f"lpad({a}, 4, '*')", f"replace({a}, 'a', 'b')",
+            f"split_part({a}, ',', 1)", f"md5({a})",
         ])  # fmt: skip
 
     def _date_expr(self, scope: list[Ref], depth: int) -> str:
         return self.rng.choice([
             f"CAST({self.expr(scope, 'timestamp', depth)} AS DATE)",
             f"date_add({self.expr(scope, 'date', depth)}, 1)",
+            f"last_day({self.expr(scope, 'date', depth)})",
+            f"add_months({self.expr(scope, 'date', depth)}, 1)",
+            f"trunc({self.expr(scope, 'date', depth)}, 'MM')",
         ])  # fmt: skip
 
     def _timestamp_expr(self, scope: list[Ref], depth: int) -> str:

@@ -1,0 +1,388 @@
+"""Spark SQL functions the embedded engine computes, as a table the portability gate reads.
+
+Each admitted function is a row: Spark's name, sqlglot's node for it (or the name of an
+unparsed call), each argument's admitted Spark types and literal conditions, Spark's
+result type, and the DuckDB expression over the rendered arguments that computes Spark's
+value (`Function`). The gate (sql/portable.py) types the arguments, checks them against the
+row, renders `duckdb(...)` and casts it to the result type strictly (a value that does not
+fit raises in DuckDB, and Spark computes the refresh). Each row holds only where both
+engines compute the same value for every argument value; rows are proven value for value
+against Spark 3.5 on generated arguments (tests/test_function_corpus.py: NULL, empty,
+Unicode with combining marks and emoji, negative, zero, extreme integers, years 1 and 9999,
+leap days, a DST change). A function Spark defines as a tree of others (`nvl2`, `nullif`)
+is that tree (`spark_tree`), typed and rendered like any other.
+
+The refused functions that views commonly use are listed with the reason (`REFUSED`): the
+gate says it, and the docs' list (docs/concepts/embedded-engine.md) is built from both
+tables. A function in neither goes to Spark as "(Spark only)".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from icemv.sql.spark_types import BIGINT, BOOLEAN, DATE, INT, STRING, SparkType
+
+# Argument kinds (SparkType.kind): "date-like" is a DATE, or a TIMESTAMP read as its date
+# in the session zone (Spark's implicit cast; sqlglot often wraps it in TsOrDsToDate).
+STRINGS = frozenset({"string"})
+DATES = frozenset({"date"})
+DATE_LIKE = frozenset({"date", "timestamp"})
+NUMBERS = frozenset({"double", "decimal"})
+TIMESTAMPS = frozenset({"timestamp"})
+INTEGERS = frozenset({"tinyint", "smallint", "int", "bigint"})
+
+
+def _literal_int(minimum: int | None = None, nonzero: bool = False) -> Callable[[exp.Expr], bool]:
+    def check(node: exp.Expr) -> bool:
+        value = _int_value(node)
+        if value is None:
+            return False
+        return (minimum is None or value >= minimum) and not (nonzero and value == 0)
+
+    return check
+
+
+def _int_value(node: exp.Expr) -> int | None:
+    negative = isinstance(node, exp.Neg)
+    inner = node.this if negative else node
+    if not (isinstance(inner, exp.Literal) and not inner.is_string):
+        return None
+    try:
+        value = int(inner.this)
+    except ValueError:
+        return None
+    return -value if negative else value
+
+
+def _literal_string(nonempty: bool = False) -> Callable[[exp.Expr], bool]:
+    def check(node: exp.Expr) -> bool:
+        return isinstance(node, exp.Literal) and node.is_string and not (nonempty and not node.this)
+
+    return check
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument: where sqlglot keeps it (an arg name, or a position of an unparsed
+    call), the Spark type kinds admitted (NULL always is), a literal it must be, and
+    whether it may be left out (then `absent`, if given, is what the gate uses)."""
+
+    at: str | int
+    kinds: frozenset[str]
+    literal: Callable[[exp.Expr], bool] | None = None
+    literal_is: str = ""  # the literal condition, for the refusal and the docs
+    optional: bool = False
+    absent: Callable[[], exp.Expr] | None = None
+    null: bool = True  # a NULL literal admitted here
+
+
+@dataclass(frozen=True)
+class Function:
+    """An admitted Spark function (see the module)."""
+
+    name: str
+    node: type[exp.Expr] | str  # sqlglot's class, or an unparsed (Anonymous) call's name
+    arguments: tuple[Argument, ...] = ()
+    result: SparkType | Callable[[Sequence[SparkType]], SparkType] = STRING
+    duckdb: Callable[..., exp.Expr] | None = None  # over the rendered arguments, in order
+    spark_tree: Callable[[exp.Expr], exp.Expr] | None = None  # Spark's own definition
+    note: str = ""
+    forbidden_args: tuple[str, ...] = field(default=())  # sqlglot args that must be unset
+    when: Callable[[exp.Expr], bool] | None = None  # which of a node's functions (lpad/rpad)
+
+
+def call(name: str, *arguments: exp.Expr) -> exp.Expr:
+    """A DuckDB function call, as named."""
+    return exp.Anonymous(this=name, expressions=list(arguments))
+
+
+def _num(value: int) -> exp.Expr:
+    return exp.Literal.number(value)
+
+
+def _plus(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    return exp.Add(this=left, expression=right)
+
+
+def _minus(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    return exp.Sub(this=left, expression=right)
+
+
+def _mod(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    """`(left % right)`, a compound `left` in parentheses (sqlglot adds none)."""
+    if isinstance(left, exp.Binary):
+        left = exp.Paren(this=left)
+    return exp.Paren(this=exp.Mod(this=left, expression=right))
+
+
+def _epoch_seconds(value: exp.Expr) -> exp.Expr:
+    """Seconds since the epoch, the microseconds divided and truncated towards zero as
+    Spark's `micros / 1000000` (DuckDB's `//` on integers truncates too):
+    1969-12-31 23:59:59.999999 is 0 in both."""
+    return exp.IntDiv(this=call("epoch_us", value), expression=_num(1_000_000))
+
+
+def _floor_type(kinds: Sequence[SparkType]) -> SparkType:
+    """floor/ceil: BIGINT of integers and DOUBLE, DECIMAL(p - s + 1, 0) of DECIMAL(p, s)
+    (Spark's DecimalType.bounded)."""
+    kind = kinds[0]
+    if kind.kind != "decimal":
+        return BIGINT
+    return SparkType("decimal", min(kind.precision - kind.scale + 1, 38), 0)
+
+
+def _pmod_type(kinds: Sequence[SparkType]) -> SparkType:
+    order = ("tinyint", "smallint", "int", "bigint")
+    known = [k for k in kinds if k.kind in order]
+    return max(known, key=lambda k: order.index(k.kind)) if known else INT
+
+
+def _pmod(a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    """Spark's pmod: `r = a % b; if r < 0 then (r + b) % b else r` (by zero: NULL)."""
+    remainder = _mod(a, b)
+    negative = exp.LT(this=remainder.copy(), expression=_num(0))
+    return exp.Case(
+        ifs=[exp.If(this=negative, true=_mod(_plus(remainder.copy(), b.copy()), b.copy()))],
+        default=remainder,
+    )
+
+
+def _nvl2(node: exp.Expr) -> exp.Expr:
+    """nvl2(a, b, c) is Spark's If(IsNotNull(a), b, c)."""
+    present = exp.Not(this=exp.Is(this=node.this.copy(), expression=exp.null()))
+    return exp.If(this=present, true=node.args["true"].copy(), false=node.args["false"].copy())
+
+
+def _nullif(node: exp.Expr) -> exp.Expr:
+    """nullif(a, b) is Spark's If(EqualTo(a, b), NULL, a)."""
+    equal = exp.EQ(this=node.this.copy(), expression=node.expression.copy())
+    return exp.If(this=equal, true=exp.null(), false=node.this.copy())
+
+
+_TRUNC_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter",
+                "MONTH": "month", "MM": "month", "MON": "month", "WEEK": "week"}  # fmt: skip
+
+
+def _trunc_unit(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string and node.this.upper() in _TRUNC_UNITS
+
+
+def _trunc(date: exp.Expr, unit: exp.Expr) -> exp.Expr:
+    assert isinstance(unit, exp.Literal)
+    return call("date_trunc", exp.Literal.string(_TRUNC_UNITS[unit.this.upper()]), date)
+
+
+def _reverse(value: exp.Expr) -> exp.Expr:
+    """By code points, as Spark's UTF8String.reverse (DuckDB's reverse keeps grapheme
+    clusters together: a combining mark stays after its letter)."""
+    characters = call("string_split", value, exp.Literal.string(""))
+    return call("array_to_string", call("list_reverse", characters), exp.Literal.string(""))
+
+
+def _space() -> exp.Expr:
+    return exp.Literal.string(" ")
+
+
+def _empty() -> exp.Expr:
+    return exp.Literal.string("")
+
+
+def _date(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value, to=exp.DataType.build("DATE"))
+
+
+def _pad(name: str, left: bool) -> Function:
+    return Function(
+        name,
+        exp.Pad,
+        (
+            Argument("this", STRINGS),
+            Argument("expression", INTEGERS, _literal_int(0), "a literal >= 0"),
+            Argument(
+                "fill_pattern",
+                STRINGS,
+                _literal_string(True),
+                "a non-empty literal",
+                optional=True,
+                absent=_space,
+            ),
+        ),
+        STRING,
+        lambda s, n, pad: call(name, s, n, pad),
+        note="a longer string is cut to the length",
+        when=lambda node: bool(node.args.get("is_left")) == left,
+    )
+
+
+FUNCTIONS: tuple[Function, ...] = (
+    # -- dates and times (a TIMESTAMP in the session zone) -----------------------------
+    Function("dayofweek", exp.DayOfWeek, (Argument("this", DATE_LIKE),), INT,
+             lambda d: _plus(call("dayofweek", d), _num(1)), note="1 = Sunday"),
+    Function("weekday", "weekday", (Argument(0, DATE_LIKE),), INT,
+             lambda d: _minus(call("isodow", d), _num(1)), note="0 = Monday"),
+    Function("dayofyear", exp.DayOfYear, (Argument("this", DATE_LIKE),), INT,
+             lambda d: call("dayofyear", d)),
+    Function("weekofyear", exp.WeekOfYear, (Argument("this", DATE_LIKE),), INT,
+             lambda d: call("weekofyear", d), note="ISO 8601 weeks in both"),
+    Function("last_day", exp.LastDay, (Argument("this", DATES),), DATE,
+             lambda d: call("last_day", d)),
+    Function("datediff", exp.DateDiff, (Argument("this", DATES), Argument("expression", DATES)),
+             INT, lambda end, start: call("date_diff", exp.Literal.string("day"), start, end),
+             forbidden_args=("unit",)),
+    Function("add_months", exp.AddMonths,
+             (Argument("this", DATES), Argument("expression", INTEGERS)), DATE,
+             lambda d, n: _plus(d, call("to_months", n)),
+             note="a day past the new month's end is its last day, in both"),
+    Function("unix_date", exp.UnixDate, (Argument("this", DATES),), INT,
+             lambda d: call("date_diff", exp.Literal.string("day"),
+                            _date(exp.Literal.string("1970-01-01")), d)),
+    Function("unix_timestamp", exp.StrToUnix, (Argument("this", TIMESTAMPS),), BIGINT,
+             _epoch_seconds, note="of a TIMESTAMP (its format is not read); not of strings"),
+    Function("trunc", exp.DateTrunc,
+             (Argument("this", DATES),
+              Argument("unit", STRINGS, _trunc_unit, "YEAR, YYYY, YY, QUARTER, MONTH, MM, "
+                                                     "MON or WEEK")),
+             DATE, _trunc),
+    # -- strings -----------------------------------------------------------------------
+    Function("reverse", exp.Reverse, (Argument("this", STRINGS),), STRING, _reverse,
+             note="by code points"),
+    Function("replace", exp.Replace,
+             (Argument("this", STRINGS),
+              Argument("expression", STRINGS, _literal_string(True), "a non-empty literal"),
+              Argument("replacement", STRINGS, optional=True, absent=_empty)),
+             STRING, lambda s, search, by: call("replace", s, search, by)),
+    Function("translate", exp.Translate,
+             (Argument("this", STRINGS),
+              Argument("from_", STRINGS, _literal_string(), "a literal"),
+              Argument("to", STRINGS, _literal_string(), "a literal")),
+             STRING, lambda s, a, b: call("translate", s, a, b)),
+    _pad("lpad", left=True),
+    _pad("rpad", left=False),
+    Function("left", exp.Left,
+             (Argument("this", STRINGS),
+              Argument("expression", INTEGERS, _literal_int(0), "a literal >= 0")),
+             STRING, lambda s, n: call("left", s, n)),
+    Function("right", exp.Right,
+             (Argument("this", STRINGS),
+              Argument("expression", INTEGERS, _literal_int(0), "a literal >= 0")),
+             STRING, lambda s, n: call("right", s, n)),
+    Function("instr", exp.StrPosition,
+             (Argument("this", STRINGS), Argument("substr", STRINGS)), INT,
+             lambda s, sub: call("strpos", s, sub), note="also locate(sub, s)",
+             forbidden_args=("position", "occurrence")),
+    Function("startswith", exp.StartsWith,
+             (Argument("this", STRINGS), Argument("expression", STRINGS)), BOOLEAN,
+             lambda s, p: call("starts_with", s, p)),
+    Function("endswith", exp.EndsWith,
+             (Argument("this", STRINGS), Argument("expression", STRINGS)), BOOLEAN,
+             lambda s, p: call("ends_with", s, p)),
+    Function("contains", exp.Contains,
+             (Argument("this", STRINGS), Argument("expression", STRINGS)), BOOLEAN,
+             lambda s, p: call("contains", s, p)),
+    Function("repeat", exp.Repeat,
+             (Argument("this", STRINGS),
+              Argument("times", INTEGERS, _literal_int(), "a literal")),
+             STRING, lambda s, n: call("repeat", s, n)),
+    Function("ascii", exp.Ascii, (Argument("this", STRINGS),), INT, lambda s: call("ascii", s)),
+    Function("octet_length", "octet_length", (Argument(0, STRINGS),), INT,
+             lambda s: call("strlen", s)),
+    Function("bit_length", exp.BitLength, (Argument("this", STRINGS),), INT,
+             lambda s: exp.Mul(this=call("strlen", s), expression=_num(8))),
+    Function("split_part", exp.SplitPart,
+             (Argument("this", STRINGS),
+              Argument("delimiter", STRINGS, _literal_string(True), "a non-empty literal"),
+              Argument("part_index", INTEGERS, _literal_int(nonzero=True),
+                       "a literal other than 0")),
+             STRING, lambda s, d, n: call("split_part", s, d, n)),
+    Function("md5", exp.MD5, (Argument("this", STRINGS),), STRING, lambda s: call("md5", s),
+             note="of a string's UTF-8 bytes"),
+    Function("sha1", exp.SHA, (Argument("this", STRINGS),), STRING, lambda s: call("sha1", s),
+             note="also sha"),
+    Function("sha2", exp.SHA2,
+             (Argument("this", STRINGS),
+              Argument("length", INTEGERS, lambda n: _int_value(n) in (0, 256), "256 or 0")),
+             STRING, lambda s, _: call("sha256", s)),
+    # -- numbers -----------------------------------------------------------------------
+    Function("floor", exp.Floor, (Argument("this", NUMBERS),), _floor_type,
+             lambda x: call("floor", x), forbidden_args=("decimals", "to"),
+             note="of integers: Spark's identity, not admitted (DuckDB's goes through DOUBLE)"),
+    Function("ceil", exp.Ceil, (Argument("this", NUMBERS),), _floor_type,
+             lambda x: call("ceil", x), note="also ceiling; as floor",
+             forbidden_args=("decimals", "to")),
+    Function("pmod", "pmod", (Argument(0, INTEGERS, null=False), Argument(1, INTEGERS, null=False)),
+             _pmod_type, _pmod, note="NULL literals refused (Spark types them DOUBLE)"),
+    # -- conditionals: Spark's own trees ----------------------------------------------
+    Function("nvl2", exp.Nvl2, spark_tree=_nvl2, note="if(a IS NOT NULL, b, c)"),
+    Function("nullif", exp.Nullif, spark_tree=_nullif, note="if(a = b, NULL, a)"),
+)  # fmt: skip
+
+
+# The functions views commonly use that the gate refuses, and why (Spark computes them).
+REFUSED: dict[str, str] = {
+    "initcap": "DuckDB has no initcap; Spark title-cases after ASCII spaces only, "
+    "lower-casing the rest with Java's Unicode rules",
+    "regexp_extract, regexp_replace, rlike, regexp_like": "Java's regular expressions and "
+    "DuckDB's RE2 differ (`.` and `$` around line terminators, `\\s`, back-references, "
+    "possessive quantifiers); the subset both agree on is not yet admitted",
+    "date_format, from_unixtime, to_date(s, fmt), to_timestamp": "Java's date-time patterns "
+    "are not yet translated pattern by pattern",
+    "to_date(s), CAST(s AS DATE) of a column": "Spark's lenient parsing of strings "
+    "(`2024-1-5`, trailing text) differs from DuckDB's",
+    "months_between, next_day": "not yet proven equal on generated values",
+    "pow, power, exp, ln, log, log2, log10": "Java's Math and the C library may differ in "
+    "the last bit of a DOUBLE; not yet proven on generated values",
+    "round, bround of a DOUBLE": "Spark rounds the DOUBLE's shortest decimal text, DuckDB "
+    "the binary value (round(2.675, 2): 2.68 in Spark, 2.67 in DuckDB)",
+    "crc32": "DuckDB has no CRC-32",
+    "sha2 with 224, 384 or 512 bits": "DuckDB computes SHA-256 only",
+    "lpad, rpad with an empty pad": "DuckDB raises, Spark returns the string cut to length",
+    "get_json_object, from_json": "DuckDB's JSON paths are not Spark's; not admitted",
+    "split, element_at, array functions": "complex types stay on Spark",
+    "format_string, printf": "Java's formatter is not translated",
+}
+
+_BY_NODE: dict[type[exp.Expr] | str, list[Function]] = {}
+for _function in FUNCTIONS:
+    _BY_NODE.setdefault(_function.node, []).append(_function)
+
+
+def function_of(node: exp.Expr) -> Function | None:
+    """The admitted function `node` calls, if any."""
+    key = str(node.name).lower() if isinstance(node, exp.Anonymous) else type(node)
+    for function in _BY_NODE.get(key, ()):
+        if function.when is None or function.when(node):
+            return function
+    return None
+
+
+def function_table() -> str:
+    """The docs' list of admitted and refused functions (Markdown), built from the tables."""
+    lines = ["| function | arguments | result | notes |", "|---|---|---|---|"]
+    for function in sorted(FUNCTIONS, key=lambda f: f.name):
+        arguments = ", ".join(_shown(a) for a in function.arguments) or "as Spark defines it"
+        result = function.result
+        if isinstance(result, SparkType):
+            shown = result.describe()
+        else:
+            shown = _RESULTS.get(function.name, "see notes")
+        lines.append(f"| `{function.name}` | {arguments} | {shown} | {function.note} |")
+    lines += ["", "Refused (computed by Spark):", "", "| functions | why |", "|---|---|"]
+    lines += [f"| {names} | {why} |" for names, why in REFUSED.items()]
+    return "\n".join(lines)
+
+
+_RESULTS = {"floor": "BIGINT; DECIMAL(p - s + 1, 0) of a DECIMAL", "ceil": "as floor",
+            "pmod": "the wider integer type"}  # fmt: skip
+
+
+def _shown(argument: Argument) -> str:
+    kinds = "DATE or TIMESTAMP" if argument.kinds == DATE_LIKE else "/".join(
+        sorted(k.upper() for k in argument.kinds)
+    )  # fmt: skip
+    if argument.literal_is:
+        kinds += f" ({argument.literal_is})"
+    return kinds + (" (optional)" if argument.optional else "")

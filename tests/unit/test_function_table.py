@@ -1,0 +1,70 @@
+"""The embedded engine's function table (sql/functions.py) as the gate reads it: rows
+drive admission and rendering, literal conditions refuse with the row's reason, and the
+docs' list is built from the tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlglot import parse_one
+
+from icemv.sql.functions import FUNCTIONS, REFUSED, function_of, function_table
+from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.sql.spark_types import BIGINT, DATE, INT, STRING, TIMESTAMP, SparkType
+
+RELATIONS = {"t": {"s": STRING, "d": DATE, "ts": TIMESTAMP, "i": INT, "b": BIGINT,
+                   "m": SparkType("decimal", 12, 2)}}  # fmt: skip
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "embedded-engine.md"
+
+
+def _gate(expression: str) -> tuple[str, list[SparkType]]:
+    portable = to_duckdb(parse_one(f"SELECT {expression} AS v FROM t", read="spark"), RELATIONS)
+    return portable.sql, [kind for _, kind in portable.columns]
+
+
+def test_every_row_is_one_function_of_its_node() -> None:
+    for function in FUNCTIONS:
+        assert (function.duckdb is None) != (function.spark_tree is None), function.name
+    assert function_of(parse_one("lpad(s, 3, 'x')", read="spark")).name == "lpad"  # type: ignore[union-attr]
+    assert function_of(parse_one("rpad(s, 3, 'x')", read="spark")).name == "rpad"  # type: ignore[union-attr]
+    assert function_of(parse_one("upper(s)", read="spark")) is None  # a handler's, not a row's
+
+
+def test_rows_render_spark_s_semantics_and_types() -> None:
+    sql, kinds = _gate("dayofweek(ts)")
+    assert "DAYOFWEEK" in sql.upper() and "AS DATE" in sql.upper() and kinds == [INT]
+    sql, _ = _gate("reverse(s)")
+    assert "LIST_REVERSE(STRING_SPLIT(" in sql.upper()  # code points, not graphemes
+    assert _gate("floor(m)")[1] == [SparkType("decimal", 11, 0)]
+    assert _gate("unix_timestamp(ts)")[1] == [BIGINT]
+    assert _gate("nullif(i, 0)")[1] == [INT]  # Spark's own tree: if(i = 0, NULL, i)
+
+
+@pytest.mark.parametrize(
+    ("expression", "why"),
+    [
+        ("repeat(s, i)", "repeat with i: a literal"),
+        ("split_part(s, '', 1)", "a non-empty literal"),
+        ("split_part(s, ',', 0)", "a literal other than 0"),
+        ("left(s, -1)", "a literal >= 0"),
+        ("sha2(s, 512)", "256 or 0"),
+        ("pmod(NULL, i)", "pmod of null"),
+        ("floor(i)", "floor of int"),
+        ("last_day(ts)", "last_day of timestamp"),
+        ("locate('a', s, 2)", "instr with position"),
+        ("initcap(s)", "Spark only"),
+    ],
+)
+def test_a_row_refuses_what_it_does_not_admit(expression: str, why: str) -> None:
+    with pytest.raises(NotPortable, match=why):
+        _gate(expression)
+
+
+def test_the_docs_list_is_built_from_the_tables() -> None:
+    table = function_table()
+    for function in FUNCTIONS:
+        assert f"| `{function.name}` |" in table
+    for names in REFUSED:
+        assert f"| {names} |" in table
+    assert "<!-- icemv:functions -->" in DOCS.read_text(encoding="utf-8")
