@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import math
 import os
 import random
 import struct
@@ -32,6 +31,7 @@ from icemv.refresh.exec.duckdb import connect
 from icemv.sql.functions import DATE_LIKE, FUNCTIONS, Argument, Function
 from icemv.sql.portable import NotPortable, to_duckdb
 from icemv.sql.spark_types import of_arrow
+from tests.test_engine_corpus import _same
 
 pytestmark = [pytest.mark.spark]
 
@@ -155,16 +155,6 @@ def _call(function: Function, arguments: list[str]) -> str:
     if function.name == "trunc":  # trunc(date, unit)
         return f"trunc({arguments[0]}, {arguments[1]})"
     return f"{name}({', '.join(arguments)})"
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        if math.isnan(a) and math.isnan(b):
-            return True
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
-        return a.astimezone(UTC) == b.astimezone(UTC)
-    return bool(type(a) is type(b) and a == b) or (a is None and b is None)
 
 
 @pytest.fixture(scope="module")
