@@ -9,7 +9,7 @@ A page asks for a generated part with a marker on a line of its own:
 - `<!-- icemv:code-map -->`: every module under `daemon/icemv/`, with the first paragraph
   of its docstring;
 - `<!-- icemv:portability-gate -->`: where DuckDB and Spark differ and what the gate does,
-  the list in `sql/portable.py`'s docstring;
+  the list in `sql/portable/__init__.py`'s docstring;
 - `<!-- icemv:functions -->`: the functions the embedded engine computes and those it
   refuses, with why, from the tables in `sql/functions.py`.
 
@@ -244,8 +244,10 @@ def code_map() -> str:
 
 
 def portability_gate() -> str:
-    """The list of engine differences from sql/portable.py's docstring, as Markdown."""
-    doc = ast.get_docstring(ast.parse((PACKAGE / "sql" / "portable.py").read_text("utf-8")))
+    """The list of engine differences from sql/portable/__init__.py's docstring, as Markdown."""
+    doc = ast.get_docstring(
+        ast.parse((PACKAGE / "sql" / "portable" / "__init__.py").read_text("utf-8"))
+    )
     lines = (doc or "").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Where the engines"))
     items = [line for line in lines[start + 1 :] if line.startswith(("- ", "  "))]

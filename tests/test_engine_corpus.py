@@ -1,7 +1,7 @@
 """The engine-comparison corpus: expressions and small queries over edge values (NULL, 0,
 -0.0, NaN, extreme integers, DECIMAL at high scale, timestamps around a DST change, unicode
 and empty strings) evaluated by Spark and by DuckDB. Each must give identical results (the
-same values, the same types) or be refused by the portability gate (sql/portable.py).
+same values, the same types) or be refused by the portability gate (sql/portable/).
 """
 
 from __future__ import annotations

@@ -47,12 +47,18 @@ LITERALS = [*(exp.Literal.number(n) for n in (0, 1, 2, 5, 256)),
             *(exp.Neg(this=exp.Literal.number(n)) for n in (1, 3)),
             *(exp.Literal.string(t) for t in ("", ",", "a", "ß", "ab", "e\u0301", "MM", "YEAR",
                                               "QUARTER", "WEEK", "MON", "yy", "x"))]  # fmt: skip
+# Java patterns (the rows of regular expressions take these) and replacements.
+PATTERNS = [".", "a.c", "^a", "b$", "\\d+", "\\s", "\\S+", "\\w+", "[a-c]+", "[^a-z]",
+            "(a|b)+", "(\\w)(\\w)?", "a*", "x?", "ß|日", "(?:ab)+", ".*", "[\\s,]", "\\.",
+            "a{1,2}", "e\u0301", "(.)$", "^$", "\\W", "(b)(c)?"]  # fmt: skip
+REPLACEMENTS = ["", "X", "<$0>", "$1", "\\$", "[$2]"]
 # Spark's own trees: their arguments are any values of one type.
 TREES = ["nvl2(s, i, b)", "nvl2(x, m, h)", "nvl2(d, ts, ts)", "nullif(i, b)", "nullif(s, t)",
          "nullif(m, 0)", "nullif(x, 0.0)"]  # fmt: skip
 
 EDGE_STRINGS = [None, "", "a", "abc", "ß", "ĳ", "ǅ", "e\u0301", "👍🏽", "Ωé ß", " a ", "a,b,,c",
-                "\u00a0x", "İ", "ﬁ", "a\tb\nc", "Z", "ab,ab", "\u0301", "日本語"]  # fmt: skip
+                "\u00a0x", "İ", "ﬁ", "a\tb\nc", "Z", "ab,ab", "\u0301", "日本語", "ab\n",
+                "ab\r\n", "a\rb", "a\u2028b", "a\u0085c", "x\x0by", "aab\n\n", "bab"]  # fmt: skip
 EDGE_DATES = [None, dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1),
               dt.date(1969, 12, 31), dt.date(2024, 2, 29), dt.date(2023, 2, 28),
               dt.date(2000, 2, 29), dt.date(1900, 3, 1), dt.date(1582, 10, 15),
@@ -78,7 +84,7 @@ EDGE_DECIMALS = [None, Decimal("0.00"), Decimal("9999999999.99"), Decimal("-9999
 WIDE_DECIMALS = [None, Decimal("9999999999999999999999999999.9999999999"),
                  Decimal("-9999999999999999999999999999.9999999999"), Decimal("-0.0000000001"),
                  Decimal("0.5000000000")]  # fmt: skip
-ALPHABET = "aAzZ09 ,._-ßĳéÉ\u0301\u0308ΩЖ日👍🏽\u00a0\t"
+ALPHABET = "aAbczZ09 ,._-ßĳéÉ\u0301\u0308ΩЖ日👍🏽\u00a0\t\n\r\u2028"
 
 
 def _random_row(rng: random.Random) -> tuple[Any, ...]:
@@ -138,10 +144,15 @@ def calls(function: Function) -> list[str]:
         choices.append(options)
     every = [list(c) for c in itertools.product(*choices)]
     random.Random(function.name).shuffle(every)
-    return [_call(function, arguments) for arguments in every[:16]]
+    many = 48 if any("Java pattern" in a.literal_is for a in function.arguments) else 16
+    return [_call(function, arguments) for arguments in every[:many]]
 
 
 def _options(argument: Argument) -> list[str]:
+    if "Java pattern" in argument.literal_is:
+        return [exp.Literal.string(p).sql(dialect="spark") for p in PATTERNS]
+    if "$n" in argument.literal_is:
+        return [exp.Literal.string(r).sql(dialect="spark") for r in REPLACEMENTS]
     if argument.literal is not None:
         return [node.sql(dialect="spark") for node in LITERALS if argument.literal(node)]
     kinds = {"date", "timestamp"} if argument.kinds == DATE_LIKE else argument.kinds

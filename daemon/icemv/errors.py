@@ -111,7 +111,7 @@ class FullRefreshRequiredError(IcemvError):
 
 
 class EngineRefusedError(IcemvError, ValueError):
-    """The embedded engine does not compute this delta (sql/portable.py refused a
+    """The embedded engine does not compute this delta (sql/portable/ refused a
     construct, the rows were too many, or DuckDB raised); Spark computes it, and the
     message is the refresh's `engine_reason`."""
 

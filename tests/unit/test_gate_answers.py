@@ -1,4 +1,4 @@
-"""The gate's answers kept per tree and relation types (sql/portable.py
+"""The gate's answers kept per tree and relation types (sql/portable/
 `to_duckdb`), and the executor naming its relations alike on every refresh
 (refresh/exec/duckdb.py), which is what lets a refresh find its last one's answers."""
 

@@ -1,4 +1,4 @@
-"""What the portability gate (sql/portable.py) admits since it stopped refusing DECIMAL
+"""What the portability gate (sql/portable/) admits since it stopped refusing DECIMAL
 arithmetic past precision 38 and NOT IN under OR; the values themselves are checked against
 Spark by tests/test_engine_corpus.py."""
 

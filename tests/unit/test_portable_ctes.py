@@ -1,4 +1,4 @@
-"""The portability gate (sql/portable.py) over CTEs the delta trees build."""
+"""The portability gate (sql/portable/) over CTEs the delta trees build."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""The gate reads a type by its kind without rendering it (sql/portable.py `spark_type_of`)
-and builds each type once (sql/spark_types.py `built`): both shortcuts must say what the
-rendered text says, and a built type must belong to one tree only."""
+"""The gate reads a type by its kind without rendering it (sql/portable/common.py
+`spark_type_of`) and builds each type once (sql/spark_types.py `built`): both shortcuts
+must say what the rendered text says, and a built type must belong to one tree only."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from icemv.sql import portable
+from icemv.sql.portable import common as portable
 from icemv.sql.spark_types import built
 
 

@@ -11,7 +11,7 @@ reads at the old and new snapshots, groups recomputed from the sources, a self-j
 terms, and the terms of the other moved sources, which read it at its new snapshot before
 their own occurrence and at its old one after: sql/delta.py), it is read whole at both
 ends too, within the same limit. The view's expressions must pass the portability gate
-(sql/portable.py) over those tables' types. The same delta and merge trees then run as on
+(sql/portable/) over those tables' types. The same delta and merge trees then run as on
 Spark (sql/delta.py, refresh/patch/), in the Spark session's time zone. A Spark session
 in ANSI mode (however it was set: engine/semantics.py) sends every delta to Spark: there
 an overflow, an invalid cast or a division by zero fails the refresh, where DuckDB as

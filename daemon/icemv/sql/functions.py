@@ -3,7 +3,7 @@
 Each admitted function is a row: Spark's name, sqlglot's node for it (or the name of an
 unparsed call), each argument's admitted Spark types and literal conditions, Spark's
 result type, and the DuckDB expression over the rendered arguments that computes Spark's
-value (`Function`). The gate (sql/portable.py) types the arguments, checks them against the
+value (`Function`). The gate (sql/portable/) types the arguments, checks them against the
 row, renders `duckdb(...)` and casts it to the result type strictly (a value that does not
 fit raises in DuckDB, and Spark computes the refresh). Each row holds only where both
 engines compute the same value for every argument value; rows are proven value for value
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from icemv.sql.regex import Untranslatable, replacement, translate
 from icemv.sql.spark_types import BIGINT, BOOLEAN, DATE, INT, STRING, SparkType
 
 # Argument kinds (SparkType.kind): "date-like" is a DATE, or a TIMESTAMP read as its date
@@ -195,6 +196,41 @@ def _date(value: exp.Expr) -> exp.Expr:
     return exp.Cast(this=value, to=exp.DataType.build("DATE"))
 
 
+# sql/decimals.half_way's internal last-digit test (sql/portable/division.py), not a row's.
+HALF_WAY_PATTERN = "5(E[-+]?[0-9]+)?$"
+
+
+def _pattern(node: exp.Expr) -> str:
+    assert isinstance(node, exp.Literal)
+    return str(node.this)
+
+
+def _rlike(value: exp.Expr, pattern: exp.Expr) -> exp.Expr:
+    """Whether the pattern is found anywhere in the string (Matcher.find), in both."""
+    translated = translate(_pattern(pattern), end_may_move=True)
+    return call("regexp_matches", value, exp.Literal.string(translated.text))
+
+
+def _extract(value: exp.Expr, pattern: exp.Expr, group: exp.Expr) -> exp.Expr:
+    """The group of the first match, '' without a match or where the group took no part,
+    in both; a group past the pattern's raises in Spark: refused."""
+    translated = translate(_pattern(pattern), end_may_move=False)
+    if int(_pattern(group)) > translated.groups:
+        raise Untranslatable(f"group {_pattern(group)} of a pattern of {translated.groups}")
+    return call("regexp_extract", value, exp.Literal.string(translated.text), group)
+
+
+def _replace(value: exp.Expr, pattern: exp.Expr, by: exp.Expr) -> exp.Expr:
+    """Every match replaced (Matcher.replaceAll; RE2's global replace)."""
+    translated = translate(_pattern(pattern), end_may_move=False)
+    text = replacement(_pattern(by), translated.groups)
+    return call("regexp_replace", value, exp.Literal.string(translated.text),
+                exp.Literal.string(text), exp.Literal.string("g"))  # fmt: skip
+
+
+_REGEX = "a literal Java pattern in the subset RE2 matches alike (sql/regex.py)"
+
+
 def _pad(name: str, left: bool) -> Function:
     return Function(
         name,
@@ -306,6 +342,25 @@ FUNCTIONS: tuple[Function, ...] = (
              (Argument("this", STRINGS),
               Argument("length", INTEGERS, lambda n: _int_value(n) in (0, 256), "256 or 0")),
              STRING, lambda s, _: call("sha256", s)),
+    Function("rlike", exp.RegexpLike,
+             (Argument("this", STRINGS), Argument("expression", STRINGS, _literal_string(),
+                                                  _REGEX)),
+             BOOLEAN, _rlike, note="also regexp_like, regexp and `s RLIKE p`",
+             when=lambda node: not (isinstance(node.expression, exp.Literal)
+                                    and node.expression.this == HALF_WAY_PATTERN)),
+    Function("regexp", "regexp",
+             (Argument(0, STRINGS), Argument(1, STRINGS, _literal_string(), _REGEX)),
+             BOOLEAN, _rlike),
+    Function("regexp_extract", exp.RegexpExtract,
+             (Argument("this", STRINGS), Argument("expression", STRINGS, _literal_string(),
+                                                  _REGEX),
+              Argument("group", INTEGERS, _literal_int(0), "a literal >= 0")),
+             STRING, _extract, forbidden_args=("position", "occurrence", "parameters")),
+    Function("regexp_replace", exp.RegexpReplace,
+             (Argument("this", STRINGS), Argument("expression", STRINGS, _literal_string(),
+                                                  _REGEX),
+              Argument("replacement", STRINGS, _literal_string(), "a literal ($n: a group)")),
+             STRING, _replace, forbidden_args=("position", "occurrence", "modifiers")),
     # -- numbers -----------------------------------------------------------------------
     Function("floor", exp.Floor, (Argument("this", NUMBERS),), _floor_type,
              lambda x: call("floor", x), forbidden_args=("decimals", "to"),
@@ -325,9 +380,10 @@ FUNCTIONS: tuple[Function, ...] = (
 REFUSED: dict[str, str] = {
     "initcap": "DuckDB has no initcap; Spark title-cases after ASCII spaces only, "
     "lower-casing the rest with Java's Unicode rules",
-    "regexp_extract, regexp_replace, rlike, regexp_like": "Java's regular expressions and "
-    "DuckDB's RE2 differ (`.` and `$` around line terminators, `\\s`, back-references, "
-    "possessive quantifiers); the subset both agree on is not yet admitted",
+    "regexp_extract, regexp_replace, rlike with other patterns": "Java's regular "
+    "expressions and DuckDB's RE2 differ outside the subset of sql/regex.py "
+    "(back-references, look-around, inline flags, `\\b`, `\\p{...}`, possessive "
+    "quantifiers, `$` where the match's text counts); a pattern that is not a literal",
     "date_format, from_unixtime, to_date(s, fmt), to_timestamp": "Java's date-time patterns "
     "are not yet translated pattern by pattern",
     "to_date(s), CAST(s AS DATE) of a column": "Spark's lenient parsing of strings "

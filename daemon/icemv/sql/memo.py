@@ -1,7 +1,7 @@
 """Answers kept per process: the last `size` of them by key, least recently used out.
 
 For the pure passes whose answer is a function of a key a refresh can compute cheaply
-(sql/analysis.py per view SQL and source schemas, sql/portable.py per tree and relation
+(sql/analysis.py per view SQL and source schemas, sql/portable/ per tree and relation
 types), and for what is decoded from immutable files, by path (catalog/jdbc.py table
 metadata, catalog/manifest_reads.py manifests). Thread-safe; what is kept must not be
 changed by its readers (the caller copies what it hands out, or keeps immutable values).

@@ -1,4 +1,4 @@
-"""Spark 3.5's data types as the portability gate (sql/portable.py) reasons about them.
+"""Spark 3.5's data types as the portability gate (sql/portable/) reasons about them.
 
 A `SparkType` is what Spark's analyzer would give an expression: the kind, and for DECIMAL
 its precision and scale (sql/decimals.py has the arithmetic rules). Columns get theirs from

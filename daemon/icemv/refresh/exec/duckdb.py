@@ -6,7 +6,7 @@ for the next refresh with its relations unregistered), its time zone Spark's ses
 zone, and division by zero NULL as in Spark. Nothing is downloaded:
 the extensions the wheel carries (ICU for time zones) are all it uses, and autoloading is
 off. The rows are what icemv read with pyiceberg (deletes applied by icemv); every tree
-passes the portability gate (sql/portable.py) first, and a refusal or a DuckDB error
+passes the portability gate (sql/portable/) first, and a refusal or a DuckDB error
 sends the refresh to Spark (`EngineRefusedError`, with the reason). DuckDB releases the
 GIL while it runs, so refreshes on the driver overlap.
 """
