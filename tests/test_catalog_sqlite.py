@@ -15,12 +15,12 @@ from icemv.errors import (
     ViewAlreadyExistsError,
     ViewCommitConflictError,
 )
+from icemv.format.refresh_state import RefreshState, SourceState, encode_refresh_state
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import history_as_6420, latest_refresh, refresh_history
 from icemv.mv.model import list_materialized_views, load_materialized_view
-from icemv.spec.refresh_state import RefreshState, SourceState, encode_refresh_state
 from tests.support.views import long_view_metadata
 
 BASE = Identifier(("nyc",), "taxis")

@@ -25,8 +25,8 @@ from pyiceberg.types import (
 
 from icemv.errors import FullRefreshRequiredError, StorageCommitConflictError
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.changes.arrow_reads import shared_cache, stored_file_key
 from icemv.refresh.commit.driver import commit_rows, conform_to_storage
+from icemv.refresh.embedded.reads import shared_cache, stored_file_key
 from icemv.refresh.patch.model import live_data_files
 from icemv.refresh.patch.row_images import files_admitting, rewrite_row_images
 

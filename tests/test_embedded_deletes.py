@@ -1,4 +1,4 @@
-"""The embedded engine under deletes (refresh/changes/arrow_changes.py reads, DuckDB
+"""The embedded engine under deletes (refresh/embedded/changes.py reads, DuckDB
 computes): small merge-on-read deletes and updates (position deletes read by row group)
 and copy-on-write rewrites of small files refresh merged GROUP BY views and filter views
 without a Spark job, equal to the view SQL at the recorded snapshots; what it refuses goes
@@ -117,7 +117,7 @@ def test_deletes_and_updates_refresh_incrementally(
     lakehouse: Lakehouse, namespace: str, write_mode: str, version: int, engine: str
 ) -> None:
     if engine == "spark":  # the embedded engine off: Spark's change read (scan task sets)
-        lakehouse = _limited(lakehouse, arrow_max_rows=0)
+        lakehouse = _limited(lakehouse, embedded_max_rows=0)
     name = _trips(lakehouse, namespace, write_mode, version)
     mvs = [
         refreshed_mv(lakehouse, namespace, "agg", AGGREGATE),
@@ -184,7 +184,7 @@ def test_the_row_limit_counts_deleted_rows(lakehouse: Lakehouse, namespace: str)
     config = lakehouse.config
     small = Lakehouse(
         config.model_copy(
-            update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 5})}
+            update={"refresh": config.refresh.model_copy(update={"embedded_max_rows": 5})}
         )
     )
     small.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")
@@ -199,14 +199,14 @@ def _limited(lakehouse: Lakehouse, **limits: int) -> Lakehouse:
 
 
 def test_the_row_limit_counts_rows_that_changed(lakehouse: Lakehouse, namespace: str) -> None:
-    """`refresh.arrow_max_rows` bounds the rows that changed, not what the snapshot
+    """`refresh.embedded_max_rows` bounds the rows that changed, not what the snapshot
     summaries count: a copy-on-write rewrite's unchanged rows cancel (trimmed in file
     order), and a merge-on-read delete file that repeats its data file's earlier positions
     counts only the new ones."""
     rewritten = _trips(lakehouse, namespace, "copy-on-write")
     mv = refreshed_mv(lakehouse, namespace, "rewritten", AGGREGATE)
     rows = refreshed_mv(lakehouse, namespace, "rewritten_rows", FILTER)
-    small = _limited(lakehouse, arrow_max_rows=20)  # 11 + 2 x 4 rows change first
+    small = _limited(lakehouse, embedded_max_rows=20)  # 11 + 2 x 4 rows change first
     small.spark.sql(f"DELETE FROM {rewritten} WHERE id BETWEEN 30 AND 40")  # 200 -> 189 rows
     small.spark.sql(f"UPDATE {rewritten} SET fare = fare + 1 WHERE id BETWEEN 90 AND 93")
     for view in (mv, rows):
@@ -228,10 +228,10 @@ def test_the_row_limit_counts_rows_that_changed(lakehouse: Lakehouse, namespace:
 def test_the_read_limit_sends_large_rewrites_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
     name = _trips(lakehouse, namespace, "copy-on-write")
     mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE)
-    small = _limited(lakehouse, arrow_read_max_rows=300)
+    small = _limited(lakehouse, embedded_read_max_rows=300)
     small.spark.sql(f"DELETE FROM {name} WHERE id = 7")  # reads 200 + 199 rows
     result = refresh_by(small, mv, "spark")
-    assert "refresh.arrow_read_max_rows" in (result.engine_reason or ""), result
+    assert "refresh.embedded_read_max_rows" in (result.engine_reason or ""), result
 
 
 def test_auto_recomputes_when_the_arrow_path_refuses_once_reading(
@@ -243,7 +243,7 @@ def test_auto_recomputes_when_the_arrow_path_refuses_once_reading(
     dearer change read."""
     name = _trips(lakehouse, namespace, "copy-on-write")
     mv = refreshed_mv(lakehouse, namespace, "v", AGGREGATE, "auto")
-    small = _limited(lakehouse, arrow_max_rows=5)
+    small = _limited(lakehouse, embedded_max_rows=5)
     small.spark.sql(f"DELETE FROM {name} WHERE id BETWEEN 30 AND 40")  # 11 rows
     result = refresh_mv(small, mv)
     assert (result.mode, result.reason) == ("full", "delta-too-large"), result

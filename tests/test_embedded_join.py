@@ -1,4 +1,4 @@
-"""The embedded engine's joins (refresh/route.py holds the unchanged tables): appends,
+"""The embedded engine's joins (refresh/embedded/route.py holds the unchanged tables): appends,
 deletes and updates (merge-on-read position deletes, copy-on-write rewrites) of a fact table
 joined with an
 unchanged dimension refresh without a Spark job, equal to the view SQL evaluated by Spark
@@ -17,7 +17,7 @@ import pytest
 
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.changes.arrow_reads import shared_cache
+from icemv.refresh.embedded.reads import shared_cache
 from tests.conftest import CATALOG_KINDS
 from tests.support.embedded import appends_embedded, refresh_by, refreshed_mv
 from tests.support.oracle import storage_and_oracle
@@ -136,19 +136,19 @@ def test_a_dimension_moved_with_the_fact_refreshes_on_duckdb(
 def test_a_large_dimension_goes_to_spark(lakehouse: Lakehouse, namespace: str) -> None:
     vendors = _tables(lakehouse, namespace)
     mv = refreshed_mv(lakehouse, namespace, "v", LEFT_AGGREGATE)
-    # A dimension above refresh.arrow_join_max_rows.
+    # A dimension above refresh.embedded_join_max_rows.
     config = lakehouse.config
     small = config.model_copy(
-        update={"refresh": config.refresh.model_copy(update={"arrow_join_max_rows": 3})}
+        update={"refresh": config.refresh.model_copy(update={"embedded_join_max_rows": 3})}
     )
     append_trips(lakehouse, namespace, APPENDS[1])
     result = refresh_by(Lakehouse(small), mv, "spark")
-    assert "arrow_join_max_rows" in (result.engine_reason or "")
+    assert "embedded_join_max_rows" in (result.engine_reason or "")
     # Both moved and the dimension still too large: Spark's delta terms, still exact.
     append_trips(lakehouse, namespace, APPENDS[0])
     vendors.append(_vendors([("d", "D", 6), ("a", "A2", 7)]))
     result = refresh_by(Lakehouse(small), mv, "spark")
-    assert "arrow_join_max_rows" in (result.engine_reason or "")
+    assert "embedded_join_max_rows" in (result.engine_reason or "")
     # Back under the default limit: DuckDB again.
     append_trips(lakehouse, namespace, [(14, "d", 9.0, D1), (15, "a", 1.0, D3)])
     refresh_by(lakehouse, mv, "duckdb")
@@ -159,7 +159,7 @@ def test_mvs_share_the_dimension_read(lakehouse: Lakehouse, namespace: str) -> N
     _tables(lakehouse, namespace)
     first = refreshed_mv(lakehouse, namespace, "first", INNER_AGGREGATE)
     second = refreshed_mv(lakehouse, namespace, "second", INNER_AGGREGATE.replace("max(", "min("))
-    cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
+    cache = shared_cache(lakehouse.config.refresh.embedded_cache_bytes)
     before = cache.tables_read
     append_trips(lakehouse, namespace, APPENDS[0])
     refresh_by(lakehouse, first, "duckdb")

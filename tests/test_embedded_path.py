@@ -1,4 +1,4 @@
-"""The embedded engine (refresh/route.py, DuckDB): small appends to one source refresh
+"""The embedded engine (refresh/embedded/route.py, DuckDB): small appends to one source refresh
 filter and merged GROUP BY views without a Spark job, equal to the view SQL evaluated by
 Spark at the recorded snapshots, DECIMAL money and timestamps bucketed by day or hour
 included; what DuckDB does not compute as Spark does goes to Spark, with the reason."""
@@ -14,8 +14,8 @@ import pytest
 from icemv.engine.semantics import ANSI_KEY
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.refresh import route
-from icemv.refresh.changes.arrow_reads import shared_cache
+from icemv.refresh.embedded import route
+from icemv.refresh.embedded.reads import shared_cache
 from icemv.refresh.policy import refresh_mv
 from tests.conftest import CATALOG_KINDS
 from tests.support.embedded import appends_embedded, refresh_by, refreshed_mv
@@ -208,19 +208,19 @@ def test_recomputed_groups_and_the_switches(lakehouse: Lakehouse, namespace: str
     refresh_by(lakehouse, mv, "duckdb")
     config = lakehouse.config
     narrow = config.model_copy(
-        update={"refresh": config.refresh.model_copy(update={"arrow_join_max_rows": 2})}
+        update={"refresh": config.refresh.model_copy(update={"embedded_join_max_rows": 2})}
     )
     lakehouse.spark.sql(f"DELETE FROM {trips} WHERE id = 2")
     result = refresh_by(Lakehouse(narrow), mv, "spark")
-    assert result.engine_reason is not None and "arrow_join_max_rows" in result.engine_reason
+    assert result.engine_reason is not None and "embedded_join_max_rows" in result.engine_reason
     off = config.model_copy(
-        update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 0})}
+        update={"refresh": config.refresh.model_copy(update={"embedded_max_rows": 0})}
     )
     append_trips(lakehouse, namespace, APPENDS[0])
     result = refresh_by(Lakehouse(off), mv, "spark")
     assert result.engine_reason is not None and "embedded engine off" in result.engine_reason
     small = config.model_copy(
-        update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 2})}
+        update={"refresh": config.refresh.model_copy(update={"embedded_max_rows": 2})}
     )
     append_trips(lakehouse, namespace, APPENDS[1])
     result = refresh_by(Lakehouse(small), mv, "spark")
@@ -254,7 +254,7 @@ def test_mvs_share_each_appended_file(lakehouse: Lakehouse, namespace: str) -> N
     create_trips(lakehouse, namespace, rows=ROWS)
     early = refreshed_mv(lakehouse, namespace, "early", FILTER)
     late = [refreshed_mv(lakehouse, namespace, f"late{i}", AGGREGATE) for i in range(2)]
-    cache = shared_cache(lakehouse.config.refresh.arrow_cache_bytes)
+    cache = shared_cache(lakehouse.config.refresh.embedded_cache_bytes)
     before = cache.files_read
     append_trips(lakehouse, namespace, APPENDS[0])
     refresh_by(lakehouse, early, "duckdb")

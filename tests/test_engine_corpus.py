@@ -18,9 +18,10 @@ import pytest
 from sqlglot import parse_one
 
 from icemv.engine.arrow import collect_bounded
+from icemv.errors import EngineRefusedError
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.exec.duckdb import connect
-from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.refresh.embedded.executor import connect
+from icemv.sql.portable import to_duckdb
 from icemv.sql.spark_types import of_arrow
 
 pytestmark = [pytest.mark.spark]
@@ -395,7 +396,7 @@ def _compare(
     already computed."""
     try:
         portable = to_duckdb(parse_one(sql, read="spark"), relations)
-    except NotPortable as why:
+    except EngineRefusedError as why:
         return f"refused: {why}"
     if expected is None:
         expected = collect_bounded(spark.sql(sql), 10_000)

@@ -26,10 +26,11 @@ import pytest
 from sqlglot import exp, parse_one
 
 from icemv.engine.arrow import collect_bounded
+from icemv.errors import EngineRefusedError
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.exec.duckdb import connect
+from icemv.refresh.embedded.executor import connect
 from icemv.sql.functions import DATE_LIKE, FUNCTIONS, Argument, Function
-from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.sql.portable import to_duckdb
 from icemv.sql.spark_types import of_arrow
 from tests.test_engine_corpus import _same
 
@@ -266,7 +267,7 @@ def _duckdb(connection: Any, relations: Any, call: str) -> tuple[pa.Table, list[
     sql = f"SELECT r, {call} AS v FROM fargs"
     try:
         portable = to_duckdb(parse_one(sql, read="spark"), relations)
-    except NotPortable as why:
+    except EngineRefusedError as why:
         return f"refused: {why}"
     return _duckdb_rows(connection, portable.sql)
 

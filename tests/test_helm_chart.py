@@ -29,8 +29,8 @@ from prometheus_client.metrics import MetricWrapperBase
 import icemv.refresh.policy
 from icemv.cli.parser import build_parser
 from icemv.config import Config, MaterializedViewSpec, load_config, parse_config
+from icemv.format.summary import RefreshReason
 from icemv.service.metrics import METRIC_NAMES, Metrics
-from icemv.spec.summary import RefreshReason
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "helm" / "icemv"

@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 from icemv.cli.commands import cmd_mv_clear
 from icemv.config import Config
 from icemv.errors import RefreshFailedError
+from icemv.format.quarantine import QUARANTINE_PROPERTY, quarantine_of
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.explain import explain
@@ -24,7 +25,6 @@ from icemv.mv.model import load_materialized_view
 from icemv.mv.report import status_rows
 from icemv.refresh.policy import refresh_mv
 from icemv.service.metrics import Metrics
-from icemv.spec.quarantine import QUARANTINE_PROPERTY, quarantine_of
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
 

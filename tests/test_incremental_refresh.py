@@ -226,7 +226,7 @@ def test_a_small_equality_delete_reads_only_the_files_its_values_may_be_in(
     config = lakehouse.config
     spark_only = Lakehouse(
         config.model_copy(
-            update={"refresh": config.refresh.model_copy(update={"arrow_max_rows": 0})}
+            update={"refresh": config.refresh.model_copy(update={"embedded_max_rows": 0})}
         )
     )
 

@@ -250,7 +250,7 @@ def _spark_only(lakehouse: Lakehouse) -> Lakehouse:
     """Deltas computed and written by Spark: the embedded engine off."""
     lakehouse = spark_writes_only(lakehouse)
     config = lakehouse.config
-    refresh = config.refresh.model_copy(update={"arrow_max_rows": 0})
+    refresh = config.refresh.model_copy(update={"embedded_max_rows": 0})
     return Lakehouse(config.model_copy(update={"refresh": refresh}))
 
 

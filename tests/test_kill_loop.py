@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from icemv.format.refresh_state import REFRESH_STATE_KEY
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import refresh_history
@@ -38,7 +39,6 @@ from icemv.mv.maintenance.expiry import reachable_files
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.record import REFRESH_ID_KEY
-from icemv.spec.refresh_state import REFRESH_STATE_KEY
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
 from tests.test_maintenance import with_maintenance

@@ -13,6 +13,7 @@ import pytest
 from pyiceberg.table import Table
 
 from icemv.errors import SourceSchemaIncompatibleError
+from icemv.format.refresh_state import REFRESH_STATE_KEY
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
@@ -26,7 +27,6 @@ from icemv.mv.report import mv_report
 from icemv.refresh.policy import refresh_mv
 from icemv.service.metrics import Metrics
 from icemv.service.source_index import IndexSnapshot, dependency_order
-from icemv.spec.refresh_state import REFRESH_STATE_KEY
 from tests.support.oracle import assert_matches_oracle, spark_writes_only
 from tests.support.tables import append_trips, create_trips
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.table import Table
 
+from icemv.format.refresh_state import REFRESH_STATE_KEY
 from icemv.lakehouse import Lakehouse
 from icemv.mv.compatibility import lost_columns, referenced_columns
 from icemv.mv.maintenance.branches import private_branches, remove_leftover_branches
 from icemv.mv.maintenance.expiry import Retention, expire_storage, snapshots_to_keep
 from icemv.mv.maintenance.orphans import remove_orphan_files
-from icemv.spec.refresh_state import REFRESH_STATE_KEY
 
 SCHEMA = pa.schema([pa.field("k", pa.string()), pa.field("v", pa.int64())])
 

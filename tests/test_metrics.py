@@ -8,12 +8,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from icemv.errors import StorageCommitConflictError
+from icemv.format.refresh_state import RefreshState, SourceState
 from icemv.identifiers import Identifier
 from icemv.mv.freshness import Freshness, SourceFreshness, State
 from icemv.mv.history import RefreshRecord
 from icemv.refresh.result import Mode, RefreshResult
 from icemv.service.metrics import METRIC_NAMES, Metrics
-from icemv.spec.refresh_state import RefreshState, SourceState
 
 MV = Identifier(("analytics",), "daily")
 SOURCE = SourceState("table", ("raw",), "orders", snapshot_id=7)

@@ -59,7 +59,7 @@ def test_min_and_max_merge_deletes_that_spare_the_extreme(
     runner = lakehouse if engine == "duckdb" else spark_writes_only(lakehouse)
     if engine == "spark":
         config = runner.config
-        refresh = config.refresh.model_copy(update={"arrow_max_rows": 0})
+        refresh = config.refresh.model_copy(update={"embedded_max_rows": 0})
         runner = Lakehouse(config.model_copy(update={"refresh": refresh}))
     mvs = {
         "grouped": refreshed_mv(lakehouse, namespace, "grouped", GROUPED, "incremental"),

@@ -41,7 +41,7 @@ def test_two_refreshes_run_side_by_side_in_pools_of_their_own(
     # Spark computes the deltas (a 1,000-row append would otherwise take the embedded engine,
     # no Spark job): this is about Spark jobs of two refreshes sharing the executors.
     config = lakehouse.config.model_copy(
-        update={"refresh": RefreshConfig(coalesce_seconds=0, max_concurrent=2, arrow_max_rows=0)}
+        update={"refresh": RefreshConfig(coalesce_seconds=0, max_concurrent=2, embedded_max_rows=0)}
     )
     daemon = Daemon(config, lakehouse=Lakehouse(config))
     daemon.scheduler.start()

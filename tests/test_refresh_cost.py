@@ -34,7 +34,7 @@ VIEWS = {
     ),  # a DECIMAL sum merges deletes (a DOUBLE one recomputes its groups)
     "dear": "SELECT id, vendor, fare FROM trips WHERE fare > 90",
     # MIN under deletes recomputes its groups: on Spark from the whole table (200k rows
-    # are past refresh.arrow_join_max_rows for the embedded engine).
+    # are past refresh.embedded_join_max_rows for the embedded engine).
     "recomputed": "SELECT vendor, min(fare) AS lo FROM trips GROUP BY vendor",
 }
 

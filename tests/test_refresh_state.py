@@ -3,7 +3,7 @@ import json
 import pytest
 
 from icemv.errors import RefreshStateError
-from icemv.spec.refresh_state import (
+from icemv.format.refresh_state import (
     RefreshState,
     SourceState,
     decode_refresh_state,

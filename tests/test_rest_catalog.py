@@ -17,6 +17,7 @@ from icemv.catalog.rest_views import RestViewStore
 from icemv.catalog.views import LoadedView
 from icemv.config import Config, parse_config
 from icemv.errors import NotAMaterializedViewError
+from icemv.format.view_metadata import STORAGE_TABLE_PROPERTY
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.freshness import assess_freshness
@@ -27,7 +28,6 @@ from icemv.refresh.result import RefreshResult
 from icemv.service.metrics import Metrics
 from icemv.service.poller import Reconciler
 from icemv.service.source_index import SourceIndex
-from icemv.spec.view_metadata import STORAGE_TABLE_PROPERTY
 from tests.conftest import rest_catalog_section
 from tests.support.oracle import assert_matches_oracle
 from tests.support.rest_catalog import RestCatalogServer

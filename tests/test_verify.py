@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from icemv.config import Config
+from icemv.format.summary import RefreshReason, SummaryKey
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.mv.verify import verify_mv
 from icemv.refresh.policy import refresh_mv
-from icemv.spec.summary import RefreshReason, SummaryKey
 from tests.support.daemon import RunningDaemon, daemon_config, metric, wait_for
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips

@@ -1,13 +1,13 @@
 import gzip
 import json
 
-from icemv.identifiers import Identifier
-from icemv.spec.view_metadata import (
+from icemv.format.view_metadata import (
     STORAGE_TABLE_PROPERTY,
     decode_view_metadata,
     encode_view_metadata,
     new_view_metadata,
 )
+from icemv.identifiers import Identifier
 
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "d", "type": "date", "required": False}]}
 

@@ -2,8 +2,8 @@ import pytest
 from sqlglot import exp
 
 from icemv.errors import InvalidIdentifierError, PartitionSpecError, ViewSqlError
+from icemv.format.partitioning import parse_partition_field
 from icemv.identifiers import Identifier
-from icemv.spec.partitioning import parse_partition_field
 from icemv.sql.parse import duplicate_names, parse_query, table_references, unnamed_output_columns
 
 

@@ -111,20 +111,15 @@ class FullRefreshRequiredError(IcemvError):
 
 
 class EngineRefusedError(IcemvError, ValueError):
-    """The embedded engine does not compute this delta (sql/portable/ refused a
-    construct, the rows were too many, or DuckDB raised); Spark computes it, and the
-    message is the refresh's `engine_reason`."""
+    """The embedded engine does not compute this delta: the portability gate
+    (sql/portable/) refused a construct, its change read (refresh/embedded/) cannot apply
+    a delete or met more rows than its limits, or DuckDB raised. The one refusal: Spark
+    computes the delta, and the message is the refresh's `engine_reason`."""
 
 
 class SparkUnavailableError(IcemvError, RuntimeError):
     """This process has no Spark (a refresh worker process): the refresh that asked for it
     is handed back to the daemon's own process, which runs it with Spark."""
-
-
-class ArrowUnsupportedError(IcemvError, ValueError):
-    """The change rows are not read on the driver with pyarrow (refresh/changes/
-    arrow_changes.py): a delete or change read it cannot apply, or one too large; the
-    message says which, and Spark computes the delta."""
 
 
 class StorageCommitConflictError(IcemvError, RuntimeError):

@@ -4,7 +4,7 @@ One source of --rows rows (written by Spark), a filter MV and an aggregate MV (C
 AVG by day and vendor) over it, and the same two over the types real tables have (a
 filter on a DECIMAL amount, DECIMAL sums by `CAST(ts AS DATE)`); per round, another writer
 (pyiceberg) appends --append rows, and each MV is refreshed incrementally, once by DuckDB
-(`refresh.arrow_max_rows` as configured) and once with it off (0: Spark computes the
+(`refresh.embedded_max_rows` as configured) and once with it off (0: Spark computes the
 delta), alternating which goes first. Prints the median of --rounds per shape and engine,
 with the phases, then the per-MV cost when --fleet MVs share one append.
 
@@ -73,8 +73,8 @@ def _rows(start: int, count: int) -> pa.Table:
     )
 
 
-def _lakehouse(catalog_uri: str, workdir: Path, arrow_max_rows: int | None) -> Lakehouse:
-    refresh = {} if arrow_max_rows is None else {"arrow_max_rows": arrow_max_rows}
+def _lakehouse(catalog_uri: str, workdir: Path, embedded_max_rows: int | None) -> Lakehouse:
+    refresh = {} if embedded_max_rows is None else {"embedded_max_rows": embedded_max_rows}
     config = parse_config(
         {
             "home": str(workdir / "home"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from icemv.format.summary import SummaryKey
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
@@ -12,7 +13,6 @@ from icemv.mv.lifecycle import create_mv
 from icemv.mv.model import load_materialized_view
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
-from icemv.spec.summary import SummaryKey
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips
 

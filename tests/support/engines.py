@@ -10,7 +10,7 @@ import pytest
 
 from icemv.refresh.result import RefreshResult
 
-OFF = "embedded engine off"  # refresh/route.py's reason when a setup turns it off
+OFF = "embedded engine off"  # refresh/embedded/route.py's reason when a setup turns it off
 
 
 class EngineShare:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from icemv.format.view_metadata import new_view_metadata
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.spec.view_metadata import new_view_metadata
 
 ONE_LONG = {"type": "struct", "fields": [{"id": 1, "name": "v", "type": "long", "required": False}]}
 

@@ -1,4 +1,4 @@
-"""refresh/changes/arrow_reads.py's cache: one load per piece across threads, bounded."""
+"""refresh/embedded/reads.py's cache: one load per piece across threads, bounded."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pytest
 
-from icemv.refresh.changes.arrow_reads import AppendedRowsCache
+from icemv.refresh.embedded.reads import AppendedRowsCache
 
 
 def _rows(n: int) -> pa.Table:

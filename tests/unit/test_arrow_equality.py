@@ -8,7 +8,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
-from icemv.refresh.changes.arrow_equality import EqualityDelete, EqualityIndex, EqualityValues
+from icemv.refresh.embedded.equality import EqualityDelete, EqualityIndex, EqualityValues
 
 
 def _file(

@@ -8,9 +8,9 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
 
 from icemv.errors import FullRefreshRequiredError
+from icemv.format.refresh_state import SourceState
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.classify import classify_change
-from icemv.spec.refresh_state import SourceState
 
 SCHEMA = pa.schema([("id", pa.int64()), ("vendor", pa.string())])
 

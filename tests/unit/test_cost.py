@@ -8,20 +8,20 @@ import pytest
 from pyiceberg.expressions import In, LessThan
 from pyiceberg.table import Table
 
+from icemv.format.refresh_state import SourceState
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.changes.classify import classify_change
 from icemv.refresh.changes.manifests import touched_files
 from icemv.refresh.cost import (
-    ARROW_SCAN_SHARE,
+    EMBEDDED_SCAN_SHARE,
     CostEstimate,
     PositionDeletes,
     TouchedFiles,
-    arrow_read_rows,
-    arrow_scan_rows,
     change_read_rows,
+    embedded_read_rows,
+    embedded_scan_rows,
 )
 from icemv.refresh.cost import estimate as estimate_cost
-from icemv.spec.refresh_state import SourceState
 
 FACTOR = 1.5  # the default refresh.auto_cost_factor
 SCHEMA = pa.schema([("id", pa.int64()), ("vendor", pa.string())])
@@ -137,18 +137,18 @@ def test_a_scattered_delete_recomputes(table: Table) -> None:
 def test_the_arrow_read_counts_what_it_scans_at_a_share() -> None:
     """The embedded engine reads the deleted positions' row groups and whole rewritten files
     with pyarrow (a rewrite's unchanged rows cancel on the driver): everything it scans
-    counts at ARROW_SCAN_SHARE of a full recompute's row."""
+    counts at EMBEDDED_SCAN_SHARE of a full recompute's row."""
     size = {"old_records": 20_000, "old_data_files": 4}
     named = TouchedFiles(position_deletes=(PositionDeletes(30, "a"),), vectors=1, **size)
-    assert arrow_scan_rows(named) == (30, 2 * 5_000)
-    assert arrow_read_rows(named) == int((30 + 2 * 5_000) * ARROW_SCAN_SHARE)
-    assert change_read_rows(named) > arrow_read_rows(named)
+    assert embedded_scan_rows(named) == (30, 2 * 5_000)
+    assert embedded_read_rows(named) == int((30 + 2 * 5_000) * EMBEDDED_SCAN_SHARE)
+    assert change_read_rows(named) > embedded_read_rows(named)
     unnamed = TouchedFiles(position_deletes=(PositionDeletes(30, None),), **size)
-    assert arrow_scan_rows(unnamed) == (30, 20_000)
+    assert embedded_scan_rows(unnamed) == (30, 20_000)
     rewritten = TouchedFiles(added={"new": 4_990}, removed={"old": 5_000}, **size)
-    assert arrow_scan_rows(rewritten) == (9_990, 0)
-    assert arrow_read_rows(rewritten) == int(9_990 * ARROW_SCAN_SHARE)
-    assert estimate_cost([], [named], 20_000, arrow=True).change_rows == arrow_read_rows(named)
+    assert embedded_scan_rows(rewritten) == (9_990, 0)
+    assert embedded_read_rows(rewritten) == int(9_990 * EMBEDDED_SCAN_SHARE)
+    assert estimate_cost([], [named], 20_000, arrow=True).change_rows == embedded_read_rows(named)
 
 
 def test_the_arrow_read_of_equality_deletes_is_sparks() -> None:
@@ -158,4 +158,4 @@ def test_the_arrow_read_of_equality_deletes_is_sparks() -> None:
     touched = TouchedFiles(
         position_deletes=(PositionDeletes(30, "a"),), equality_delete_records=(5,), **size
     )
-    assert arrow_read_rows(touched) == change_read_rows(touched)
+    assert embedded_read_rows(touched) == change_read_rows(touched)

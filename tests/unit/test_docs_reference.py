@@ -36,7 +36,7 @@ def test_the_reference_walks_every_nested_model() -> None:
     assert RefreshConfig in models and MaterializedViewSpec in models
     expected = sum(len(model.model_fields) for model in models)
     assert len(paths) == expected
-    assert {"refresh.arrow_max_rows", "maintenance.verify_interval_seconds"} <= paths
+    assert {"refresh.embedded_max_rows", "maintenance.verify_interval_seconds"} <= paths
     assert "materialized_views[].sql" in paths
 
 
@@ -54,7 +54,7 @@ def test_a_key_without_a_description_is_caught() -> None:
 
 def test_defaults_are_shown_as_configured() -> None:
     keys = {key.path: key for key in hooks.config_keys()}
-    assert keys["refresh.arrow_max_rows"].default == "`100000`"
+    assert keys["refresh.embedded_max_rows"].default == "`100000`"
     assert keys["refresh.max_concurrent"].default == "the cores the process may use"
     assert keys["refresh.processes"].default == "the cores the process may use"
     assert keys["catalog.uri"].default == "`embedded`"
@@ -70,7 +70,7 @@ def test_every_metric_is_described_and_listed() -> None:
 def test_every_module_has_a_summary_for_the_code_map() -> None:
     rows = hooks.module_summaries()
     assert [path for path, summary in rows if not summary] == []
-    assert any(path == "refresh/route.py" for path, _ in rows)
+    assert any(path == "refresh/embedded/route.py" for path, _ in rows)
 
 
 def test_every_generated_part_is_published_on_a_page() -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from sqlglot import parse_one
 
+from icemv.errors import EngineRefusedError
 from icemv.sql.functions import FUNCTIONS, REFUSED, function_of, function_table
-from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.sql.portable import to_duckdb
 from icemv.sql.spark_types import BIGINT, DATE, INT, STRING, TIMESTAMP, SparkType
 
 RELATIONS = {"t": {"s": STRING, "d": DATE, "ts": TIMESTAMP, "i": INT, "b": BIGINT,
@@ -57,7 +58,7 @@ def test_rows_render_spark_s_semantics_and_types() -> None:
     ],
 )
 def test_a_row_refuses_what_it_does_not_admit(expression: str, why: str) -> None:
-    with pytest.raises(NotPortable, match=why):
+    with pytest.raises(EngineRefusedError, match=why):
         _gate(expression)
 
 

@@ -1,6 +1,6 @@
 """The gate's answers kept per tree and relation types (sql/portable/
 `to_duckdb`), and the executor naming its relations alike on every refresh
-(refresh/exec/duckdb.py), which is what lets a refresh find its last one's answers."""
+(refresh/embedded/executor.py), which is what lets a refresh find its last one's answers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sqlglot
 from sqlglot import exp
 
 from icemv.errors import EngineRefusedError
-from icemv.refresh.exec.duckdb import DuckDBExecutor
+from icemv.refresh.embedded.executor import DuckDBExecutor
 from icemv.sql import portable
 from icemv.sql.spark_types import BIGINT, DOUBLE, INT, STRING
 
@@ -41,9 +41,9 @@ def test_other_types_of_a_relation_are_gated_anew() -> None:
 def test_a_refusal_is_kept_and_raised_again() -> None:
     relations = {"r": {"k": DOUBLE, "v": INT}}
     query = "SELECT DISTINCT k FROM r"  # -0.0 and NaN group apart in DuckDB
-    with pytest.raises(portable.NotPortable) as first:
+    with pytest.raises(EngineRefusedError) as first:
         portable.to_duckdb(_query(query), relations)
-    with pytest.raises(portable.NotPortable) as again:
+    with pytest.raises(EngineRefusedError) as again:
         portable.to_duckdb(_query(query), relations)
     assert str(again.value) == str(first.value)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from icemv.refresh.exec.duckdb import DuckDBExecutor
+from icemv.refresh.embedded.executor import DuckDBExecutor
 from icemv.refresh.patch.keyed import LET, KeyedMerge, let, without_stored
 from icemv.refresh.patch.model import PatchTarget
 from icemv.refresh.patch.sqltree import coalesce, col, null_safe_eq, num, paren

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 from sqlglot import exp
 
-from icemv.refresh.exec.duckdb import DuckDBExecutor
+from icemv.refresh.embedded.executor import DuckDBExecutor
 from icemv.sql.names import WEIGHT
 from icemv.sql.net import netted
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlglot import parse_one
 
-from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.errors import EngineRefusedError
+from icemv.sql.portable import to_duckdb
 from icemv.sql.spark_types import BOOLEAN, INT, SparkType
 
 EDGE = {
@@ -43,7 +44,7 @@ def test_arithmetic_past_precision_38_is_the_exact_value_cast_to_sparks_type(
 
 
 def test_arithmetic_whose_exact_value_needs_more_than_38_places_is_refused() -> None:
-    with pytest.raises(NotPortable, match="scale 40"):
+    with pytest.raises(EngineRefusedError, match="scale 40"):
         _duckdb("SELECT CAST(h AS DECIMAL(38, 20)) * CAST(h AS DECIMAL(38, 20)) AS v FROM edge")
 
 
@@ -76,7 +77,7 @@ def test_in_filtering_through_and_or_case_and_if_is_admitted(where: str) -> None
     ],
 )
 def test_in_subqueries_whose_nulls_show_are_refused(sql: str) -> None:
-    with pytest.raises(NotPortable, match="IN \\(SELECT"):
+    with pytest.raises(EngineRefusedError, match="IN \\(SELECT"):
         _duckdb(sql)
 
 
@@ -100,13 +101,13 @@ def test_grouping_sets_render_as_themselves_with_grouping_cast_to_sparks_tinyint
     ],
 )
 def test_grouping_sets_spark_alone_defines_are_refused(sql: str, why: str) -> None:
-    with pytest.raises(NotPortable, match=why):
+    with pytest.raises(EngineRefusedError, match=why):
         _duckdb(sql)
 
 
 def test_any_value_keeps_nulls_as_sparks_first() -> None:
     assert 'FIRST(n) AS "v"' in _duckdb("SELECT r, any_value(n) AS v FROM edge GROUP BY r")
-    with pytest.raises(NotPortable):  # any_value(x, true): IGNORE NULLS
+    with pytest.raises(EngineRefusedError):  # any_value(x, true): IGNORE NULLS
         _duckdb("SELECT r, any_value(n, true) AS v FROM edge GROUP BY r")
 
 

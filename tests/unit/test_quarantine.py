@@ -1,8 +1,8 @@
-"""The `icemv.quarantine` storage-table property (spec/quarantine.py): one codec, golden."""
+"""The `icemv.quarantine` storage-table property (format/quarantine.py): one codec, golden."""
 
 from __future__ import annotations
 
-from icemv.spec.quarantine import (
+from icemv.format.quarantine import (
     QUARANTINE_PROPERTY,
     Quarantine,
     decode_quarantine,

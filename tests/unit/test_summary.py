@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from icemv.spec.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey, summary_of
+from icemv.format.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey, summary_of
 
 
 def test_summary_keys_keep_their_strings() -> None:

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError, ViewAlreadyExistsError, ViewCommitConflictError
+from icemv.format.view_metadata import ViewMetadata, decode_view_metadata, encode_view_metadata
 from icemv.identifiers import Identifier
-from icemv.spec.view_metadata import ViewMetadata, decode_view_metadata, encode_view_metadata
 
 __all__ = ["LoadedView", "ViewStore"]
 

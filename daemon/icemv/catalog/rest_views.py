@@ -24,8 +24,8 @@ from icemv.catalog.namespaces import all_namespaces
 from icemv.catalog.rest_http import RestHttp, raise_for_status
 from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError, ViewAlreadyExistsError, ViewCommitConflictError
+from icemv.format.view_metadata import ViewMetadata, encode_view_version, view_metadata_from_json
 from icemv.identifiers import Identifier
-from icemv.spec.view_metadata import ViewMetadata, encode_view_version, view_metadata_from_json
 
 VIEWS = "namespaces/{namespace}/views"
 VIEW = "namespaces/{namespace}/views/{name}"

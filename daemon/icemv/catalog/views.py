@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from icemv.format.view_metadata import ViewMetadata
 from icemv.identifiers import Identifier
-from icemv.spec.view_metadata import ViewMetadata
 
 
 @dataclass(frozen=True)

@@ -101,9 +101,9 @@ def cmd_mv_verify(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_mv_clear(config: Config, args: argparse.Namespace) -> int:
+    from icemv.format.quarantine import quarantine_of
     from icemv.mv.model import load_materialized_view
     from icemv.refresh.incident import set_quarantine
-    from icemv.spec.quarantine import quarantine_of
 
     lakehouse = Lakehouse(config)
     mv = load_materialized_view(lakehouse, lakehouse.identifier(args.name))

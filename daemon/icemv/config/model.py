@@ -243,6 +243,15 @@ class PollingConfig(_Section):
     )
 
 
+# Deprecated names of refresh settings, and their names now.
+RENAMED_REFRESH_KEYS = {
+    "arrow_max_rows": "embedded_max_rows",
+    "arrow_read_max_rows": "embedded_read_max_rows",
+    "arrow_cache_bytes": "embedded_cache_bytes",
+    "arrow_join_max_rows": "embedded_join_max_rows",
+}
+
+
 class RefreshConfig(_Section):
     """How refreshes are chosen, computed, committed and retried."""
 
@@ -279,7 +288,7 @@ class RefreshConfig(_Section):
         "instead of a Spark write (an aggregate MV's patch is its whole storage table); "
         "0: always Spark (and no embedded engine).",
     )
-    arrow_max_rows: int = Field(
+    embedded_max_rows: int = Field(
         default=100_000,
         ge=0,
         description="The embedded engine (DuckDB on the driver, no Spark job) computes the "
@@ -287,7 +296,7 @@ class RefreshConfig(_Section):
         "together (appended, deleted; and at most `driver_commit_max_rows`) when the view "
         "passes the portability gate; 0: always Spark.",
     )
-    arrow_read_max_rows: int = Field(
+    embedded_read_max_rows: int = Field(
         default=4_000_000,
         ge=0,
         description="A change with deletes (position deletes, deletion vectors, "
@@ -295,9 +304,9 @@ class RefreshConfig(_Section):
         "while the source rows its read scans (whole rewritten files, the row groups "
         "deletes hit; estimated from the manifests) are at most this many; the rows that "
         "changed, once a rewrite's unchanged rows cancel, must still be at most "
-        "`arrow_max_rows`.",
+        "`embedded_max_rows`.",
     )
-    arrow_cache_bytes: int = Field(
+    embedded_cache_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=0,
         description="Rows read with pyiceberg for the embedded engine (appended rows, "
@@ -305,7 +314,7 @@ class RefreshConfig(_Section):
         "shared across MVs, per process, up to this many bytes "
         "(least recently used first out).",
     )
-    arrow_join_max_rows: int = Field(
+    embedded_join_max_rows: int = Field(
         default=100_000,
         ge=0,
         description="The embedded engine reads each other table the view reads whole at "
@@ -345,7 +354,7 @@ class RefreshConfig(_Section):
         "queued while it runs one, so it need not wait for the daemon between refreshes; "
         "refreshes handed back run in the daemon's process, at most `max_concurrent` at "
         "once. Each worker holds its own read cache "
-        "(`arrow_cache_bytes`) and DuckDB memory (`duckdb_memory_limit`), 250-300 MB each "
+        "(`embedded_cache_bytes`) and DuckDB memory (`duckdb_memory_limit`), 250-300 MB each "
         "measured. Default: the cores the process may use, as `max_concurrent`. 0: every "
         "refresh in the daemon's process.",
     )
@@ -358,6 +367,25 @@ class RefreshConfig(_Section):
     shutdown_grace_seconds: float = Field(
         default=60.0, ge=0, description="On SIGTERM, running refreshes get this long."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """The embedded engine's settings were `arrow_*` until 2026-11-28: an old name still
+        sets its new one (a deprecation line when the config loads); both given: an error."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in RENAMED_REFRESH_KEYS.items():
+            if old not in data:
+                continue
+            if new in data:
+                raise ValueError(f"refresh.{old} and refresh.{new} both given: keep {new}")
+            data[new] = data.pop(old)
+            warnings.warn(
+                f"refresh.{old} is deprecated: it is now refresh.{new}", FutureWarning, stacklevel=2
+            )
+        return data
 
     @model_validator(mode="after")
     def _deprecated_ratio(self) -> RefreshConfig:

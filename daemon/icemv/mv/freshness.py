@@ -19,12 +19,12 @@ from pyiceberg.table.snapshots import ancestors_of
 
 from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError
+from icemv.format.refresh_state import SourceState
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.compatibility import lost_columns
 from icemv.mv.history import RefreshRecord, latest_refresh
 from icemv.mv.model import MaterializedView
-from icemv.spec.refresh_state import SourceState
 
 State = Literal["fresh", "stale", "invalid"]
 

@@ -13,7 +13,7 @@ from typing import Any
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
-from icemv.spec.refresh_state import RefreshState, refresh_state_from_summary
+from icemv.format.refresh_state import RefreshState, refresh_state_from_summary
 
 ICEMV_SUMMARY_PREFIX = "icemv."
 

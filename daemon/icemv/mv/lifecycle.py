@@ -25,6 +25,8 @@ from icemv.errors import (
     ViewAlreadyExistsError,
     ViewSqlError,
 )
+from icemv.format.partitioning import parse_partition_field
+from icemv.format.view_metadata import new_view_metadata
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.layout import StorageLayout
@@ -35,8 +37,6 @@ from icemv.mv.model import (
     validate_properties,
 )
 from icemv.mv.validation import check_partitioning, validate_query
-from icemv.spec.partitioning import parse_partition_field
-from icemv.spec.view_metadata import new_view_metadata
 
 log = structlog.get_logger(__name__)
 

@@ -12,10 +12,10 @@ from icemv.errors import (
     NoSuchViewError,
     NotAMaterializedViewError,
 )
+from icemv.format.durations import parse_duration
+from icemv.format.view_metadata import ViewVersion
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
-from icemv.spec.durations import parse_duration
-from icemv.spec.view_metadata import ViewVersion
 
 # View properties that steer icemv.
 REFRESH_POLICY_PROPERTY = "icemv.refresh-policy"

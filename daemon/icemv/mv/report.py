@@ -9,15 +9,15 @@ from typing import Any
 
 from sqlglot import exp
 
+from icemv.format.quarantine import QUARANTINE_PROPERTY, quarantine_of
+from icemv.format.summary import SummaryKey
+from icemv.format.view_metadata import STORAGE_TABLE_PROPERTY
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import Freshness, assess_freshness
 from icemv.mv.history import history_as_6420, refresh_history
 from icemv.mv.layout import StorageLayout
 from icemv.mv.model import MaterializedView
-from icemv.spec.quarantine import QUARANTINE_PROPERTY, quarantine_of
-from icemv.spec.summary import SummaryKey
-from icemv.spec.view_metadata import STORAGE_TABLE_PROPERTY
 
 
 def mv_report(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
@@ -195,7 +195,7 @@ def columns(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def quarantined_rule(reads: CatalogReads, mv: MaterializedView) -> dict[str, Any] | None:
-    """The delta rule quarantined for this MV's current definition (spec/quarantine.py)."""
+    """The delta rule quarantined for this MV's current definition (format/quarantine.py)."""
     try:
         properties = reads.load_table(mv.storage).properties
     except Exception:  # noqa: BLE001 (storage missing: freshness already says invalid)

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from icemv.errors import ViewSqlError
+from icemv.format.partitioning import PartitionField, check_source_type
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.layout import check_view_columns, state_schema
-from icemv.spec.partitioning import PartitionField, check_source_type
 from icemv.sql.analysis import analyse
 from icemv.sql.parse import check_query_start, duplicate_names, parse_query, unnamed_output_columns
 from icemv.sql.pinning import pin_sources

@@ -21,11 +21,11 @@ and only the embedded engine, which holds small tables whole, keeps it increment
 of MIN/MAX under deletes recomputes only the groups a delete takes the extreme of, known
 once the delta is read: when its reread would be too dear, Spark recomputes fully then.
 
-When the embedded engine takes the change (refresh/route.py decides; the plan asks
-it only when the Spark estimate says full), its read costs less (`arrow_read_rows`): the
+When the embedded engine takes the change (refresh/embedded/route.py decides; the plan asks
+it only when the Spark estimate says full), its read costs less (`embedded_read_rows`): the
 deleted positions, the whole files added and removed (a rewrite's unchanged rows cancel
 on the driver), and of each data file the deletes hit only the row groups holding them,
-read by pyarrow on the driver, counted at `ARROW_SCAN_SHARE` of a row a full recompute
+read by pyarrow on the driver, counted at `EMBEDDED_SCAN_SHARE` of a row a full recompute
 scans.
 """
 
@@ -92,10 +92,10 @@ def change_read_rows(touched: TouchedFiles) -> int:
 # costs, against one row of a full recompute by Spark (scan, aggregate, write): measured
 # at 1M rows, a whole 1M-row file read and its rows taken in ~0.05 s, a full recompute
 # ~0.7 s.
-ARROW_SCAN_SHARE = 0.1
+EMBEDDED_SCAN_SHARE = 0.1
 
 
-def arrow_scan_rows(touched: TouchedFiles) -> tuple[int, int]:
+def embedded_scan_rows(touched: TouchedFiles) -> tuple[int, int]:
     """What the Arrow change read scans of a range whose equality deletes (if any) are
     pushed down: the rows of the whole data files added and removed plus the positions
     deletes name, and the rows of the data files deletes hit (at most those files whole:
@@ -117,15 +117,15 @@ def arrow_scan_rows(touched: TouchedFiles) -> tuple[int, int]:
     return rows, int(min(hit, touched.old_records))
 
 
-def arrow_read_rows(touched: TouchedFiles) -> int:
-    """Rows the Arrow change read (refresh/changes/arrow_changes.py) costs, in full-scan
-    rows: what it scans (`arrow_scan_rows`) at `ARROW_SCAN_SHARE`, the positions deletes
+def embedded_read_rows(touched: TouchedFiles) -> int:
+    """Rows the Arrow change read (refresh/embedded/changes.py) costs, in full-scan
+    rows: what it scans (`embedded_scan_rows`) at `EMBEDDED_SCAN_SHARE`, the positions deletes
     name whole. A range with equality deletes not pushed down costs Spark's read (the
     Arrow route refuses them)."""
     if touched.equality_delete_records and touched.equality_scan_records is None:
         return change_read_rows(touched)
-    rows, hit = arrow_scan_rows(touched)
-    return int((rows + hit) * ARROW_SCAN_SHARE)
+    rows, hit = embedded_scan_rows(touched)
+    return int((rows + hit) * EMBEDDED_SCAN_SHARE)
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def estimate(
     arrow: bool = False,
 ) -> CostEstimate:
     """`appended`: records of each append-only source; `rewritten`: the other moved ones;
-    `arrow`: the change read on the driver for the embedded engine (`arrow_read_rows`)."""
-    read = arrow_read_rows if arrow else change_read_rows
+    `arrow`: the change read on the driver for the embedded engine (`embedded_read_rows`)."""
+    read = embedded_read_rows if arrow else change_read_rows
     change = sum(appended) + sum(read(t) for t in rewritten)
     return CostEstimate(change, full_rows)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from icemv.format.summary import RefreshMode, SummaryKey
 from icemv.refresh.commit.spark_write import overwrite_storage
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import RefreshPlan
 from icemv.refresh.record import commit_properties, result_of_commit
 from icemv.refresh.result import RefreshResult
-from icemv.spec.summary import RefreshMode, SummaryKey
 
 
 def full_refresh(

@@ -3,7 +3,7 @@
 A refresh whose delta deletes rows the storage table does not hold (`storage-inconsistent`)
 has shown its rule to be wrong for this MV (or the storage table to have been written by
 someone else). The incident is logged at error level with the rule and the snapshots, the
-rule is quarantined for the MV (spec/quarantine.py: full refreshes until the definition
+rule is quarantined for the MV (format/quarantine.py: full refreshes until the definition
 changes or `icemv mv clear`), and the result carries the rule so the daemon counts it
 (`icemv_refresh_inconsistent_total`). The caller then repairs the MV with a full refresh.
 """
@@ -15,11 +15,11 @@ import time
 import structlog
 from pyiceberg.exceptions import CommitFailedException
 
+from icemv.format.quarantine import QUARANTINE_PROPERTY, Quarantine, encode_quarantine
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import RefreshRecord
 from icemv.refresh.plan import RefreshPlan
-from icemv.spec.quarantine import QUARANTINE_PROPERTY, Quarantine, encode_quarantine
 
 log = structlog.get_logger(__name__)
 

@@ -7,11 +7,11 @@ asserts main is still where the plan found it: from the driver by pyiceberg, or 
 a private branch for Spark writes. Anything that makes a correct delta impossible raises
 FullRefreshRequiredError with the reason.
 
-One decision, at plan time (refresh/route.py): a small change is computed by the embedded
-engine (DuckDB on the driver, refresh/exec/duckdb.py), anything else by Spark
+One decision, at plan time (refresh/embedded/route.py): a small change is computed by the embedded
+engine (DuckDB on the driver, refresh/embedded/executor.py), anything else by Spark
 (refresh/exec/spark.py). Both run the same delta and merge trees (`_patch`). A refusal met
 while running the embedded engine sends the refresh to Spark, except when policy `auto`
-kept the refresh incremental only for the embedded read's lower cost (`plan.arrow_only`):
+kept the refresh incremental only for the embedded read's lower cost (`plan.embedded_only`):
 then it is FullRefreshRequiredError (`delta-too-large`), the full recompute being cheaper
 than Spark's change read; likewise when a MIN/MAX merge on Spark must recompute a group
 a delete took the extreme of and the plan found that reread dearer than a full recompute
@@ -30,15 +30,17 @@ import structlog
 
 from icemv.engine.jvm import planning_failure
 from icemv.errors import EngineRefusedError, FullRefreshRequiredError
+from icemv.format.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.changes.arrow_reads import read_schema, shared_cache
 from icemv.refresh.changes.reader import change_reader
 from icemv.refresh.commit.branch import commit_via_branch
 from icemv.refresh.commit.driver import commit_rows
 from icemv.refresh.commit.spark_write import run_with_commit_properties
+from icemv.refresh.embedded.executor import NAME as EMBEDDED
+from icemv.refresh.embedded.reads import read_schema, shared_cache
+from icemv.refresh.embedded.route import EmbeddedRoute, choose_route
 from icemv.refresh.exec import Executor
-from icemv.refresh.exec.duckdb import NAME as EMBEDDED
 from icemv.refresh.exec.spark import NAME as SPARK
 from icemv.refresh.exec.spark import SparkExecutor
 from icemv.refresh.patch.aggregates import merge_aggregates_patch, recompute_groups_patch
@@ -50,8 +52,6 @@ from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import IncrementalPlan
 from icemv.refresh.record import commit_properties, result_of_commit
 from icemv.refresh.result import RefreshResult
-from icemv.refresh.route import EmbeddedRoute, choose_route
-from icemv.spec.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey
 from icemv.sql.analysis import AggregateAnalysis, RowsAnalysis
 from icemv.sql.delta import DeltaInputs, needs_keyed_delta, pre_aggregation_delta, rows_delta
 from icemv.sql.state import state_query
@@ -70,7 +70,9 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
     settings = lakehouse.config.refresh
     moved = bool(plan.moved)
     # The one decision between the embedded engine and Spark, before any row is read.
-    route: EmbeddedRoute | str = choose_route(plan, lakehouse) if moved else ""
+    route: EmbeddedRoute | str = ""
+    if moved:  # decided once: policy auto's estimate may have decided it already
+        route = plan.route if plan.route is not None else choose_route(plan, lakehouse)
     phases.end("plan")
     storage = base.storage
     mode = RefreshMode.INCREMENTAL if moved else RefreshMode.NO_OP
@@ -94,10 +96,10 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
             if isinstance(route, EmbeddedRoute):
                 patch, scanned, refused = _embedded_patch(plan, route, target, phases)
                 engine, route = (EMBEDDED, "") if patch is not None else (None, refused)
-            if patch is None and plan.arrow_only is not None:
+            if patch is None and plan.embedded_only is not None:
                 raise FullRefreshRequiredError(
                     RefreshReason.DELTA_TOO_LARGE,
-                    f"{plan.arrow_only}; the embedded engine refused: {route}",
+                    f"{plan.embedded_only}; the embedded engine refused: {route}",
                 )
             if patch is None:
                 spark = lakehouse.spark
@@ -153,9 +155,10 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
     )
 
 
-def embedded_takes(lakehouse: Lakehouse) -> Callable[[IncrementalPlan], bool]:
-    """Whether the embedded engine would take a plan's delta (policy `auto`'s estimate)."""
-    return lambda plan: isinstance(choose_route(plan, lakehouse), EmbeddedRoute)
+def embedded_route(lakehouse: Lakehouse) -> Callable[[IncrementalPlan], EmbeddedRoute | str]:
+    """The embedded engine's route of a plan's delta, or why not (policy `auto`'s
+    estimate; the plan keeps it for the refresh)."""
+    return lambda plan: choose_route(plan, lakehouse)
 
 
 def _embedded_patch(
@@ -164,7 +167,7 @@ def _embedded_patch(
     """The patch DuckDB computes and the source rows read for it; or none, and why the
     rows or the trees show that Spark must compute it after all."""
     settings = plan.base.reads.lakehouse.config.refresh
-    cache = shared_cache(settings.arrow_cache_bytes)
+    cache = shared_cache(settings.embedded_cache_bytes)
     executor = route.executor()
     try:
         delta, read = route.read(executor, cache)

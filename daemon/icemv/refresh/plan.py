@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import structlog
 from pyiceberg.table import Table
@@ -21,6 +22,9 @@ from sqlglot import exp
 
 from icemv.engine.jvm import planning_failure
 from icemv.errors import FullRefreshRequiredError
+from icemv.format.quarantine import quarantine_of
+from icemv.format.refresh_state import RefreshState
+from icemv.format.summary import TOTAL_RECORDS, RefreshReason, summary_of
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads
 from icemv.mv.history import RefreshRecord
@@ -29,9 +33,6 @@ from icemv.mv.model import MaterializedView
 from icemv.refresh.changes.classify import SourceChange, classify_change
 from icemv.refresh.changes.manifests import touched_files
 from icemv.refresh.cost import CostEstimate, estimate
-from icemv.spec.quarantine import quarantine_of
-from icemv.spec.refresh_state import RefreshState
-from icemv.spec.summary import TOTAL_RECORDS, RefreshReason, summary_of
 from icemv.sql.analysis import (
     AggregateAnalysis,
     AggregateStrategy,
@@ -47,6 +48,9 @@ from icemv.sql.parse import parse_query
 from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
 from icemv.sql.state import StateColumn, state_query
 from icemv.sql.subquery_filters import unchanged_checks
+
+if TYPE_CHECKING:
+    from icemv.refresh.embedded.route import EmbeddedRoute
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +139,10 @@ class IncrementalPlan:
     moved: Mapping[Identifier, SourceChange]  # those with a logical change
     # Policy auto kept it incremental only for the embedded engine's cheaper read: why Spark's
     # would not be (should the embedded engine refuse once reading, a full recompute is cheaper).
-    arrow_only: str | None = None
+    embedded_only: str | None = None
+    # The route policy auto's estimate chose (refresh/embedded/route.py), kept for the
+    # refresh: decided once. None: not decided yet.
+    route: EmbeddedRoute | str | None = None
     # Policy auto: the patch merges but may recompute the groups a delete takes the extreme
     # of (`may_recompute_groups`), which on Spark reads every source whole besides the
     # change and would cost more than a full recompute: why. Spark then recomputes fully.
@@ -150,7 +157,7 @@ class IncrementalPlan:
     @property
     def rule(self) -> str:
         """The delta rule this refresh uses: what a wrong delta quarantines
-        (spec/quarantine.py)."""
+        (format/quarantine.py)."""
         if self.keyed:
             return "affected-keys"
         analysis = self.analysis
@@ -232,14 +239,14 @@ def plan_incremental(
     base: RefreshPlan,
     record: RefreshRecord,
     cost_factor: float | None,
-    arrow_takes: Callable[[IncrementalPlan], bool] | None = None,
+    embedded_route: Callable[[IncrementalPlan], EmbeddedRoute | str] | None = None,
 ) -> IncrementalPlan:
     """Check the recorded refresh can be carried forward, and classify every change.
 
     `cost_factor`: recompute fully when the change read, its rows weighted by this factor,
     would scan more than a full recompute (`auto` policy, refresh/cost.py); None: never
-    for size. `arrow_takes`: whether the embedded engine takes a plan's delta, whose cheaper
-    read is weighed when Spark's would be too dear.
+    for size. `embedded_route`: the embedded engine's route of a plan's delta (or why not),
+    whose cheaper read is weighed when Spark's would be too dear; kept on the plan.
     """
     analysis = base.analysis
     if isinstance(analysis, NotMaintainable):
@@ -289,12 +296,14 @@ def plan_incremental(
             detail = cost.describe(cost_factor)
             if rereads:
                 detail += " (recomputing the touched groups reads every source)"
-            if arrow_takes is not None and (
+            if embedded_route is not None and (
                 rereads or any(c.kind != "append-only" for c in moved.values())
             ):
                 arrow = estimate_cost(base, moved, arrow=True)
-                if arrow.incremental(cost_factor) and arrow_takes(plan):
-                    return replace(plan, arrow_only=detail)
+                if arrow.incremental(cost_factor):
+                    route = embedded_route(plan)
+                    if not isinstance(route, str):
+                        return replace(plan, embedded_only=detail, route=route)
                 detail += f"; by the embedded engine {arrow.describe(cost_factor)}"
             raise FullRefreshRequiredError(RefreshReason.DELTA_TOO_LARGE, detail)
     return plan

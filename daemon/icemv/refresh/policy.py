@@ -19,6 +19,7 @@ import time
 import structlog
 
 from icemv.errors import FullRefreshRequiredError, RefreshFailedError, StorageCommitConflictError
+from icemv.format.summary import RefreshMode, RefreshReason
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import assess_freshness
@@ -26,11 +27,10 @@ from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_mater
 from icemv.mv.preflight import prepare_refresh
 from icemv.refresh.full import full_refresh
 from icemv.refresh.incident import record_incident
-from icemv.refresh.incremental import embedded_takes, incremental_refresh
+from icemv.refresh.incremental import embedded_route, incremental_refresh
 from icemv.refresh.phases import PhaseClock
 from icemv.refresh.plan import plan_incremental, plan_refresh
 from icemv.refresh.result import RefreshResult
-from icemv.spec.summary import RefreshMode, RefreshReason
 
 log = structlog.get_logger(__name__)
 
@@ -96,7 +96,7 @@ def refresh_mv(
                 factor = lakehouse.config.refresh.auto_cost_factor if policy == "auto" else None
                 try:
                     incremental = plan_incremental(
-                        plan, freshness.last_refresh, factor, embedded_takes(lakehouse)
+                        plan, freshness.last_refresh, factor, embedded_route(lakehouse)
                     )
                     result = incremental_refresh(incremental, phases)
                 except FullRefreshRequiredError as fallback:

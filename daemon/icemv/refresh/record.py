@@ -1,7 +1,7 @@
 """The refresh record a storage commit carries, and finding that commit again.
 
 Every refresh commits exactly one storage snapshot whose summary holds `refresh-state`
-(the spec's record) plus icemv's own keys (`spec/summary.py`). A fresh `icemv.refresh-id`
+(the spec's record) plus icemv's own keys (`format/summary.py`). A fresh `icemv.refresh-id`
 per refresh lets the refresh find the snapshot it committed, whichever path wrote it.
 """
 
@@ -16,12 +16,8 @@ import structlog
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
-from icemv.identifiers import Identifier
-from icemv.mv.history import RefreshRecord, commit_to_fresh_seconds, record_of
-from icemv.refresh.phases import PhaseClock
-from icemv.refresh.result import RefreshResult
-from icemv.spec.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
-from icemv.spec.summary import (
+from icemv.format.refresh_state import REFRESH_STATE_KEY, RefreshState, encode_refresh_state
+from icemv.format.summary import (
     ADDED_POSITION_DELETES,
     ADDED_RECORDS,
     DELETED_RECORDS,
@@ -29,6 +25,10 @@ from icemv.spec.summary import (
     SummaryKey,
     summary_of,
 )
+from icemv.identifiers import Identifier
+from icemv.mv.history import RefreshRecord, commit_to_fresh_seconds, record_of
+from icemv.refresh.phases import PhaseClock
+from icemv.refresh.result import RefreshResult
 
 if TYPE_CHECKING:
     from icemv.refresh.plan import RefreshPlan

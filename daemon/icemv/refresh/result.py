@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from icemv.format.refresh_state import SourceState
+from icemv.format.summary import RefreshMode
 from icemv.identifiers import Identifier
 from icemv.mv.history import RefreshRecord
-from icemv.spec.refresh_state import SourceState
-from icemv.spec.summary import RefreshMode
 
 Mode = RefreshMode  # the name callers import
 

@@ -51,6 +51,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from icemv.config import MaintenanceConfig
 from icemv.errors import DurationError
+from icemv.format.durations import parse_duration
+from icemv.format.summary import TOTAL_RECORDS, summary_of
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
 from icemv.mv.freshness import Freshness, assess_freshness
@@ -68,8 +70,6 @@ from icemv.mv.verify import VerifyError, verify_mv
 from icemv.refresh.result import RefreshResult
 from icemv.service.metrics import Metrics
 from icemv.service.source_index import SourceIndex, dependency_order
-from icemv.spec.durations import parse_duration
-from icemv.spec.summary import TOTAL_RECORDS, summary_of
 
 log = structlog.get_logger(__name__)
 

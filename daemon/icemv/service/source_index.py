@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from icemv.errors import ViewSqlError
+from icemv.format.refresh_state import SourceState
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.model import MaterializedView, list_materialized_views
-from icemv.spec.refresh_state import SourceState
 from icemv.sql.pinning import pin_sources
 from icemv.sql.sources import TableInfo, ViewInfo
 

@@ -16,8 +16,8 @@ from functools import cached_property
 from sqlglot import exp
 
 from icemv.errors import UnknownSourceError, ViewSqlError
+from icemv.format.refresh_state import SourceState
 from icemv.identifiers import Identifier
-from icemv.spec.refresh_state import SourceState
 from icemv.sql.parse import parse_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo, ViewInfo
 

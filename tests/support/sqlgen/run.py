@@ -42,7 +42,7 @@ class Setup:
     write_mode: str = "merge-on-read"  # or copy-on-write
     format_version: int = 2
     storage_writes: str = "driver"  # or spark (every storage patch a Spark MERGE)
-    arrow: bool = True  # the embedded engine on (refresh.arrow_max_rows at its default)
+    arrow: bool = True  # the embedded engine on (refresh.embedded_max_rows at its default)
     policy: str = "incremental"
 
 
@@ -136,7 +136,7 @@ def variant(lakehouse: Lakehouse, setup: Setup) -> Lakehouse:
     if setup.storage_writes == "spark":
         updates["driver_commit_max_rows"] = 0
     if not setup.arrow:
-        updates["arrow_max_rows"] = 0
+        updates["embedded_max_rows"] = 0
     if not updates:
         return lakehouse
     refresh = config.refresh.model_copy(update=updates)

@@ -30,7 +30,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
-from icemv.spec.summary import PRIVATE_BRANCH_PREFIX
+from icemv.format.summary import PRIVATE_BRANCH_PREFIX
 
 log = structlog.get_logger(__name__)
 

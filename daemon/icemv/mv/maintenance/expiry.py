@@ -28,7 +28,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
-from icemv.spec.refresh_state import REFRESH_STATE_KEY, TRINO_DEPENDS_KEY
+from icemv.format.refresh_state import REFRESH_STATE_KEY, TRINO_DEPENDS_KEY
 
 log = structlog.get_logger(__name__)
 

@@ -14,9 +14,8 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 
 from icemv.errors import FullRefreshRequiredError
-from icemv.identifiers import Identifier
-from icemv.spec.refresh_state import SourceState
-from icemv.spec.summary import (
+from icemv.format.refresh_state import SourceState
+from icemv.format.summary import (
     ADDED_EQUALITY_DELETES,
     ADDED_POSITION_DELETES,
     ADDED_RECORDS,
@@ -25,6 +24,7 @@ from icemv.spec.summary import (
     RefreshReason,
     summary_of,
 )
+from icemv.identifiers import Identifier
 
 ChangeKind = Literal["unchanged", "no-logical-change", "append-only", "general"]
 

@@ -26,10 +26,10 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.table import Table
 
+from icemv.format.summary import TOTAL_DATA_FILES, TOTAL_RECORDS, summary_of
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.pushdown import equality_candidates, pushable
 from icemv.refresh.cost import PositionDeletes, TouchedFiles
-from icemv.spec.summary import TOTAL_DATA_FILES, TOTAL_RECORDS, summary_of
 
 # The reserved field id of `file_path` in position-delete files (Iceberg spec).
 _DELETE_FILE_PATH_ID = 2147483546

@@ -10,7 +10,7 @@ between the sorted integers (one range for strings): exact enough for keys that 
 Policy `auto` weighs the same read: `equality_candidates` reads the small delete file
 on the driver and finds the data files its values may be in, from the manifests' column
 bounds (pyiceberg's planner), before anything is read; the Arrow read
-(arrow_changes.py) reads those same files.
+(embedded/changes.py) reads those same files.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import structlog
 from pyiceberg.exceptions import CommitFailedException
 
 from icemv.errors import StorageCommitConflictError
+from icemv.format.summary import PRIVATE_BRANCH_PREFIX
 from icemv.identifiers import Identifier, quote_part
-from icemv.spec.summary import PRIVATE_BRANCH_PREFIX
 
 if TYPE_CHECKING:
     from icemv.lakehouse import Lakehouse

@@ -29,7 +29,7 @@ from pyiceberg.utils.properties import property_as_bool
 
 from icemv.catalog.metadata_updates import applied
 from icemv.errors import StorageCommitConflictError
-from icemv.refresh.changes.arrow_reads import STORED_SHARE, shared_cache, stored_file_key
+from icemv.refresh.embedded.reads import STORED_SHARE, shared_cache, stored_file_key
 
 
 def commit_rows(

@@ -1,7 +1,7 @@
 """Who runs a refresh's delta and merge trees: Spark, or DuckDB on the driver.
 
 Both executors run the same sqlglot trees (sql/delta.py, refresh/patch/), registered by
-name and collected as Arrow; `refresh/route.py` picks one at plan time. What only Spark
+name and collected as Arrow; `refresh/embedded/route.py` picks one at plan time. What only Spark
 does (writing a patch too big for the driver, reading sources the embedded engine does not
 hold) asks for Spark through `spark_of`, which the embedded engine refuses with the
 reason: the refresh then runs on Spark.

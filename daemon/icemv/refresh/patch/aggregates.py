@@ -31,6 +31,7 @@ from pyiceberg.types import IcebergType
 from sqlglot import exp
 
 from icemv.errors import FullRefreshRequiredError
+from icemv.format.summary import RefreshReason
 from icemv.refresh.exec import Executor, spark_of
 from icemv.refresh.patch.aggregate_rules import merge_rules, unit_weight
 from icemv.refresh.patch.keyed import KeyedMerge, rewrite_from_driver, spark_merge, without_stored
@@ -51,7 +52,6 @@ from icemv.refresh.patch.sqltree import (
     sum_,
     view,
 )
-from icemv.spec.summary import RefreshReason
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.names import WEIGHT, argument_column, key_column
 from icemv.sql.state import GROUPING, StateColumn

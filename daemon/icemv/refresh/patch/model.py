@@ -22,8 +22,8 @@ from pyiceberg.table import Table
 from sqlglot import exp
 
 from icemv.errors import StorageCommitConflictError
+from icemv.format.summary import TOTAL_RECORDS, summary_of
 from icemv.identifiers import Identifier
-from icemv.spec.summary import TOTAL_RECORDS, summary_of
 from icemv.sql.pinning import table_at
 
 

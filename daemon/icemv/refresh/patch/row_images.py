@@ -41,8 +41,8 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.types import DecimalType, DoubleType, FloatType
 
 from icemv.errors import FullRefreshRequiredError
-from icemv.refresh.changes.arrow_reads import STORED_SHARE, shared_cache, stored_file_key
 from icemv.refresh.commit.driver import conform_to_storage
+from icemv.refresh.embedded.reads import STORED_SHARE, shared_cache, stored_file_key
 from icemv.sql.decimals import WIDE_CONTEXT
 from icemv.sql.net import Identity
 
@@ -107,7 +107,7 @@ def files_admitting(
     """The data files (and their rows, read whole) whose column bounds may hold some row
     of `probe` (storage columns, any subset); None when they hold more than `max_rows`.
     A file without delete files is read once per process: its rows are kept in the shared
-    cache (arrow_reads), where the commit that wrote it may have put them already."""
+    cache (embedded/reads.py), where the commit that wrote it may have put them already."""
     try:
         bounds = bounds_filter(probe, storage.schema())
         tasks = list(storage.scan(snapshot_id=snapshot_id, row_filter=bounds).plan_files())

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from icemv.errors import FullRefreshRequiredError
+from icemv.format.summary import RefreshReason
 from icemv.refresh.exec import Executor, spark_of
 from icemv.refresh.patch.model import DriverPatch, PatchTarget, SparkPatch, StoragePatch
 from icemv.refresh.patch.row_images import identity_columns, rewrite_row_images
@@ -36,7 +37,6 @@ from icemv.refresh.patch.sqltree import (
     when_matched_delete,
     when_not_matched_insert,
 )
-from icemv.spec.summary import RefreshReason
 from icemv.sql.names import WEIGHT
 from icemv.sql.net import netted
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from icemv.errors import FullRefreshRequiredError
+from icemv.format.summary import RefreshReason
 from icemv.refresh.patch.model import DriverPatch, PatchTarget
 from icemv.refresh.patch.sqltree import aliased, col, num, subquery
-from icemv.spec.summary import RefreshReason
 from icemv.sql.top_n import TopN
 
 if TYPE_CHECKING:

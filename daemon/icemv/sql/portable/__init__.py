@@ -1,7 +1,7 @@
 """The portability gate: a Spark SQL tree DuckDB computes exactly as Spark 3.5 does, or why not.
 
 The delta and merge trees the rules build (sql/delta.py, refresh/patch/) are Spark SQL. The
-embedded engine (refresh/exec/duckdb.py) runs the same trees: this pass types every node
+embedded engine (refresh/embedded/executor.py) runs the same trees: this pass types every node
 with Spark's types (sql/spark_types.py, DECIMAL by sql/decimals.py) over the relations
 the engine holds, refuses exactly the constructs where the two engines differ, and renders
 the rest as DuckDB SQL through sqlglot, with a cast to Spark's type wherever DuckDB would
@@ -88,18 +88,19 @@ from typing import Any
 
 from sqlglot import exp
 
+from icemv.errors import EngineRefusedError
 from icemv.sql.memo import Memo
-from icemv.sql.portable.common import NotPortable, Portable, Schema, duckdb_type, spark_type_of
+from icemv.sql.portable.common import Portable, Schema, duckdb_type, spark_type_of
 from icemv.sql.portable.queries import Gate
 
-__all__ = ["NotPortable", "Portable", "Schema", "duckdb_type", "spark_type_of", "to_duckdb",
+__all__ = ["Portable", "Schema", "duckdb_type", "spark_type_of", "to_duckdb",
            "tree_key"]  # fmt: skip
 
 _answers: Memo[Portable | str] = Memo(1024)
 
 
 def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
-    """`query` (Spark SQL over the named relations) as DuckDB SQL, or NotPortable.
+    """`query` (Spark SQL over the named relations) as DuckDB SQL, or EngineRefusedError.
 
     The answer is a function of the tree and the relations' types, so it is kept per
     process, keyed by both: a refresh builds the trees its MV's last refresh built (the
@@ -118,12 +119,12 @@ def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
         try:
             rendered, columns = Gate(relations).query(query)
             kept = Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))
-        except NotPortable as why:
+        except EngineRefusedError as why:
             kept = str(why)
         if key is not None:
             _answers.put(key, kept)
     if isinstance(kept, str):
-        raise NotPortable(kept)
+        raise EngineRefusedError(kept)
     return kept
 
 

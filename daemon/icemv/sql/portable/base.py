@@ -78,7 +78,7 @@ class Base:
         return rendered, kinds
 
     def joint(self, node: exp.Expr, kinds: Sequence[SparkType]) -> SparkType:
-        """The one type values of `kinds` meet in, or NotPortable."""
+        """The one type values of `kinds` meet in, or EngineRefusedError."""
         found: SparkType | None = NULL
         for kind in kinds:
             found = common(found, kind) if found is not None else None

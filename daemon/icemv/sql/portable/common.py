@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from icemv.errors import EngineRefusedError
 from icemv.sql.decimals import DecimalType
 from icemv.sql.spark_types import (
     BIGINT,
@@ -25,10 +26,6 @@ from icemv.sql.spark_types import (
 )
 
 Schema = Mapping[str, SparkType]  # a relation's columns, in order
-
-
-class NotPortable(Exception):
-    """Where DuckDB would not compute what Spark computes (the refresh's engine_reason)."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +72,8 @@ def _text(node: exp.Expr) -> str:
     return node.sql(dialect="spark")[:80]
 
 
-def _refuse(node: exp.Expr, why: str) -> NotPortable:
-    return NotPortable(f"{why}: {_text(node)}")
+def _refuse(node: exp.Expr, why: str) -> EngineRefusedError:
+    return EngineRefusedError(f"{why}: {_text(node)}")
 
 
 _DATE_LITERAL = re.compile(r"\d{4}-\d{2}-\d{2}")

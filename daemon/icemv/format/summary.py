@@ -101,7 +101,7 @@ class RefreshReason(StrEnum):
     TOP_N_UNREACHED = "top-n-unreached"
     TOP_N_REACHED = "top-n-reached"
     TOP_N_NOT_APPEND_ONLY = "top-n-not-append-only"
-    # A rule that once gave this MV a wrong delta is quarantined (spec/quarantine.py).
+    # A rule that once gave this MV a wrong delta is quarantined (format/quarantine.py).
     RULE_QUARANTINED = "rule-quarantined"
     # A verification found the storage table differing from the view (mv/verify.py).
     VERIFY_MISMATCH = "verify-mismatch"

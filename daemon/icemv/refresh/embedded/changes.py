@@ -1,6 +1,6 @@
 """Weighted change rows of a range with deletes, read on the driver with pyarrow, no Spark.
 
-For the embedded engine (refresh/route.py) when a range of one source holds more
+For the embedded engine (refresh/embedded/route.py) when a range of one source holds more
 than appends (position deletes, deletion vectors, equality deletes, copy-on-write
 rewrites). Read exactly,
 by the snapshots' manifests, only the columns the view needs:
@@ -16,7 +16,7 @@ by the snapshots' manifests, only the columns the view needs:
       for that file, so a position deleted before the range never counts twice): only the
       Parquet row groups holding those positions are read (`row_groups_for`). Equality
       deletes add the positions of the rows they remove at each end (the file's key
-      column read whole; arrow_equality.py); the files live at both ends that the range's
+      column read whole; equality.py); the files live at both ends that the range's
       equality deletes may hit are those whose column bounds allow their values.
 Equality deletes are applied here (pyiceberg's reader does not): a file read whole loses
 the rows their values match.
@@ -24,11 +24,11 @@ Rows that appear once with each sign identically on the projected columns (a rew
 moved rows the diff left, an update that left a row as it was) cancel before the delta
 sees them: the route nets them by sql/net.py's tree, as the Spark read does. Whole files
 are read a few at a time (pyarrow decodes without the GIL). The route bounds the rows
-read (refresh.arrow_read_max_rows, from the manifests, before reading) and the rows left
-(`max_rows`: refresh.arrow_max_rows, after the rewrites are diffed, before the rest is
+read (refresh.embedded_read_max_rows, from the manifests, before reading) and the rows left
+(`max_rows`: refresh.embedded_max_rows, after the rewrites are diffed, before the rest is
 netted). Equality deletes other than on one
 integer or string column, positions un-deleted within the range and data files without
-the needed columns' field ids raise ArrowUnsupportedError: Spark reads those.
+the needed columns' field ids raise EngineRefusedError: Spark reads those.
 """
 
 from __future__ import annotations
@@ -57,18 +57,18 @@ from pyiceberg.table import FileScanTask, ManifestGroupPlanner, Table
 from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
 from pyiceberg.table.puffin import PuffinFile
 
-from icemv.errors import ArrowUnsupportedError
-from icemv.refresh.changes.arrow_equality import (
+from icemv.errors import EngineRefusedError
+from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.changes.manifests import range_entries, touched_files
+from icemv.refresh.changes.rewrite_diff import rewrites
+from icemv.refresh.embedded.equality import (
     EqualityDelete,
     EqualityIndex,
     EqualityValues,
     column_names_by_id,
     equality_delete,
 )
-from icemv.refresh.changes.arrow_reads import AppendedRowsCache, read_schema
-from icemv.refresh.changes.classify import SourceChange
-from icemv.refresh.changes.manifests import range_entries, touched_files
-from icemv.refresh.changes.rewrite_diff import rewrites
+from icemv.refresh.embedded.reads import AppendedRowsCache, read_schema
 from icemv.sql.names import WEIGHT
 
 _READERS = 4  # whole data files read at once
@@ -108,7 +108,7 @@ def row_groups_for(
     each position's index among those groups' rows read one after another."""
     ends = list(accumulate(group_rows))
     if positions and (positions[0] < 0 or positions[-1] >= (ends[-1] if ends else 0)):
-        raise ArrowUnsupportedError("a deleted position beyond its data file's rows")
+        raise EngineRefusedError("a deleted position beyond its data file's rows")
     at = pa.array(positions, pa.int64())
     groups: list[int] = []
     offsets: list[pa.Array] = []
@@ -146,7 +146,7 @@ def changed_rows(
     cache: AppendedRowsCache | None = None,
 ) -> ChangedRows:
     """The range's weighted rows of `columns` (None: all), under its pinned schema;
-    ArrowUnsupportedError past `max_rows` of them.
+    EngineRefusedError past `max_rows` of them.
 
     `keep`: the rows the view's WHERE keeps (over `columns`), taken from each file read
     before anything else: a multiset difference of kept rows is the kept rows of the
@@ -220,7 +220,7 @@ def changed_rows(
             before = _with(before, values, old_equality, keys)
             after = _with(after, values, new_equality, keys)
         if len(before) and not pc.all(pc.is_in(before, value_set=after)).as_py():
-            raise ArrowUnsupportedError(f"positions of {path} un-deleted within the range")
+            raise EngineRefusedError(f"positions of {path} un-deleted within the range")
         deleted = after.filter(pc.invert(pc.is_in(after, value_set=before)))
         if len(deleted):
             rows, scanned = _rows_at(table.io, path, deleted.to_pylist(), schema)
@@ -231,8 +231,8 @@ def changed_rows(
         return ChangedRows(weighted.empty_table(), read)
     rows = pa.concat_tables(parts)
     if rows.num_rows > max_rows:
-        raise ArrowUnsupportedError(
-            f"{rows.num_rows} changed rows > {max_rows} (refresh.arrow_max_rows, "
+        raise EngineRefusedError(
+            f"{rows.num_rows} changed rows > {max_rows} (refresh.embedded_max_rows, "
             "driver_commit_max_rows)"
         )
     return ChangedRows(rows, read)
@@ -321,7 +321,7 @@ def _plan(table: Table, snapshot_id: int | None, wanted: set[str] | None) -> _Pl
         tasks = planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=kept)
         planned.tasks.update((task.file.file_path, task) for task in tasks)
     except (ValueError, NotImplementedError) as exc:
-        raise ArrowUnsupportedError(f"pyiceberg cannot plan snapshot {snapshot_id}: {exc}") from exc
+        raise EngineRefusedError(f"pyiceberg cannot plan snapshot {snapshot_id}: {exc}") from exc
     return planned
 
 
@@ -330,7 +330,7 @@ def _equality_candidates(table: Table, change: SourceChange) -> set[str]:
     range's equality deletes (from the manifest facts the route's estimate gathered)."""
     candidates = touched_files(table, change).equality_candidates
     if candidates is None:
-        raise ArrowUnsupportedError(f"{change.identifier}: an equality delete not pushed down")
+        raise EngineRefusedError(f"{change.identifier}: an equality delete not pushed down")
     return {path for files in candidates for path in files}
 
 
@@ -342,7 +342,7 @@ def _key_names(schema: Schema, *planned: _Planned) -> dict[int, str]:
         for delete in snapshot.equality.deletes:
             name = top.get(delete.field_id)
             if name is None:
-                raise ArrowUnsupportedError("an equality delete on a nested or dropped column")
+                raise EngineRefusedError("an equality delete on a nested or dropped column")
             names[delete.field_id] = name
     return names
 
@@ -368,7 +368,7 @@ def _key_columns(io: FileIO, path: str, field_ids: set[int]) -> dict[int, pa.Arr
         parquet = pq.ParquetFile(stream)
         names = column_names_by_id(parquet.schema_arrow)
         if not field_ids <= names.keys():
-            raise ArrowUnsupportedError(f"{path} has no equality key column by field id")
+            raise EngineRefusedError(f"{path} has no equality key column by field id")
         read = parquet.read(columns=[names[i] for i in sorted(field_ids)], use_threads=False)
     return {i: read.column(names[i]).combine_chunks() for i in field_ids}
 
@@ -414,7 +414,7 @@ class _DeleteReader:
                     for index, path in enumerate(paths.dictionary.to_pylist())
                 }
             else:
-                raise ArrowUnsupportedError(f"{delete.file_format} position deletes")
+                raise EngineRefusedError(f"{delete.file_format} position deletes")
         self._read[delete.file_path] = found
         return found
 
@@ -448,7 +448,7 @@ def _rows_at(
         for wanted in schema.fields:
             name = by_id.get(wanted.field_id)
             if name is None:
-                raise ArrowUnsupportedError(f"{path} has no column {wanted.name} by field id")
+                raise EngineRefusedError(f"{path} has no column {wanted.name} by field id")
             names.append(name)
         metadata = parquet.metadata
         group_rows = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]

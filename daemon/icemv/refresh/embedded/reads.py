@@ -6,11 +6,11 @@ whole with pyiceberg's ArrowScan, no Spark job. Each snapshot's piece is cached 
 process, keyed by (table uuid, snapshot id, schema id), bounded by bytes (least recently
 used goes first), so N MVs over one source read each appended file once, and MVs whose
 recorded snapshots differ read the union of their ranges: a range is the concatenation
-of its snapshots' pieces. Unchanged tables a join reads (refresh/route.py) are
+of its snapshots' pieces. Unchanged tables a join reads (refresh/embedded/route.py) are
 cached the same way, whole at one snapshot, keyed by their columns read too (a table with
-equality deletes, which pyiceberg's scan refuses, read by arrow_changes.snapshot_rows),
+equality deletes, which pyiceberg's scan refuses, read by changes.snapshot_rows),
 and so are the rows a view keeps of a whole data file a copy-on-write rewrite removed or
-added (arrow_changes.changed_rows), while small against the bound.
+added (changes.changed_rows), while small against the bound.
 Thread-safe: a piece being read by one refresh is awaited by
 the others, not read again.
 """
@@ -30,13 +30,13 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Snapshot
 
-from icemv.errors import ArrowUnsupportedError
+from icemv.errors import EngineRefusedError
 from icemv.refresh.changes.classify import SourceChange
 
 # Appended rows: (table uuid, snapshot id, schema id); a table read whole for a join:
 # ("table", uuid, snapshot id, schema id, its columns read); the rows a view's WHERE
 # keeps of a data file a range with deletes read whole: ("file", uuid, path, schema id,
-# columns, the WHERE's key) (arrow_changes.changed_rows); a storage table's data file, as
+# columns, the WHERE's key) (changes.changed_rows); a storage table's data file, as
 # a refresh wrote it or read it whole: ("stored", uuid, path, schema id) (stored_file_key).
 PieceKey = tuple[Hashable, ...]
 
@@ -158,7 +158,7 @@ def read_schema(table: Table, change: SourceChange) -> Schema:
 def appended_rows(table: Table, change: SourceChange, cache: AppendedRowsCache) -> pa.Table:
     """Every row the append-only range `change` added, under its pinned schema."""
     if change.kind != "append-only":
-        raise ArrowUnsupportedError(f"{change.identifier} changed by more than appends")
+        raise EngineRefusedError(f"{change.identifier} changed by more than appends")
     schema = read_schema(table, change)
     uuid = str(table.metadata.table_uuid)
     pieces = [
@@ -187,7 +187,7 @@ def _added_rows(
         if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot.snapshot_id
     ]
     if any(f.content != DataFileContent.DATA for f in files):
-        raise ArrowUnsupportedError(f"append snapshot {snapshot.snapshot_id} added delete files")
+        raise EngineRefusedError(f"append snapshot {snapshot.snapshot_id} added delete files")
     cache.count_files(len(files))
     if not files:
         return schema.as_arrow().empty_table()
@@ -215,7 +215,7 @@ def table_rows(
         try:
             rows = scan.to_arrow()
         except (NotImplementedError, ValueError):  # equality deletes: applied by icemv
-            from icemv.refresh.changes.arrow_changes import snapshot_rows  # it reads here too
+            from icemv.refresh.embedded.changes import snapshot_rows  # it reads here too
 
             rows = snapshot_rows(table, snapshot_id, schema, columns)
         rows = rows.select(list(columns))

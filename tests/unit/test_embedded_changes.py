@@ -1,12 +1,12 @@
-"""Pure parts of the driver's change read under deletes (refresh/changes/arrow_changes.py):
+"""Pure parts of the driver's change read under deletes (refresh/embedded/changes.py):
 which row groups hold deleted positions."""
 
 from __future__ import annotations
 
 import pytest
 
-from icemv.errors import ArrowUnsupportedError
-from icemv.refresh.changes.arrow_changes import row_groups_for
+from icemv.errors import EngineRefusedError
+from icemv.refresh.embedded.changes import row_groups_for
 
 
 def test_only_the_row_groups_holding_positions_are_read() -> None:
@@ -18,5 +18,5 @@ def test_only_the_row_groups_holding_positions_are_read() -> None:
 
 
 def test_a_position_beyond_the_file_is_refused() -> None:
-    with pytest.raises(ArrowUnsupportedError):
+    with pytest.raises(EngineRefusedError):
         row_groups_for([10, 5], [15])

@@ -1,11 +1,11 @@
 """Which executor computes a refresh's delta, decided at plan time, in one place.
 
-The embedded engine (DuckDB on the driver, refresh/exec/duckdb.py) takes a small change:
+The embedded engine (DuckDB on the driver, refresh/embedded/executor.py) takes a small change:
 each moved source's change rows read with pyiceberg (appended rows, shared across MVs;
-or the signed rows of a range with deletes, refresh/changes/arrow_changes.py, while each
-read scans at most `refresh.arrow_read_max_rows` rows, estimated from the manifests, and
-at most `refresh.arrow_max_rows` rows changed in all), and every other table the view
-reads read whole at its pinned snapshot (at most `refresh.arrow_join_max_rows` rows each,
+or the signed rows of a range with deletes, refresh/embedded/changes.py, while each
+read scans at most `refresh.embedded_read_max_rows` rows, estimated from the manifests, and
+at most `refresh.embedded_max_rows` rows changed in all), and every other table the view
+reads read whole at its pinned snapshot (at most `refresh.embedded_join_max_rows` rows each,
 shared across MVs). Where the trees read a moved table itself (a keyed delta's restricted
 reads at the old and new snapshots, groups recomputed from the sources, a self-join's
 terms, and the terms of the other moved sources, which read it at its new snapshot before
@@ -30,28 +30,28 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from sqlglot import exp
 
-from icemv.errors import ArrowUnsupportedError, EngineRefusedError, SparkUnavailableError
+from icemv.errors import EngineRefusedError, SparkUnavailableError
+from icemv.format.summary import TOTAL_RECORDS, summary_of
 from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
-from icemv.refresh.changes.arrow_changes import KeptRows, changed_rows
-from icemv.refresh.changes.arrow_reads import (
+from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.changes.manifests import touched_files
+from icemv.refresh.cost import embedded_scan_rows
+from icemv.refresh.embedded.changes import KeptRows, changed_rows
+from icemv.refresh.embedded.executor import DuckDBExecutor
+from icemv.refresh.embedded.reads import (
     AppendedRowsCache,
     appended_rows,
     read_schema,
     table_rows,
 )
-from icemv.refresh.changes.classify import SourceChange
-from icemv.refresh.changes.manifests import touched_files
-from icemv.refresh.cost import arrow_scan_rows
-from icemv.refresh.exec.duckdb import DuckDBExecutor
 from icemv.refresh.plan import IncrementalPlan
-from icemv.spec.summary import TOTAL_RECORDS, summary_of
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.columns import source_of
 from icemv.sql.memo import Memo
 from icemv.sql.names import WEIGHT, argument_column, key_column
 from icemv.sql.net import Identity, netted
-from icemv.sql.portable import NotPortable, to_duckdb
+from icemv.sql.portable import to_duckdb
 from icemv.sql.spark_types import SparkType, of_arrow
 
 
@@ -89,18 +89,12 @@ class SourceRead:
         source rows read for them and the change rows; EngineRefusedError past `max_rows`
         change rows."""
         if self.change.kind == "append-only":
-            try:
-                rows = appended_rows(self.source, self.change, cache)
-            except ArrowUnsupportedError as why:
-                raise EngineRefusedError(str(why)) from None
+            rows = appended_rows(self.source, self.change, cache)
             ones = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
             weighted = rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), ones)
             return executor.add_rows("delta", weighted), rows.num_rows, rows.num_rows
         keep = self._kept(executor, time_zone) if self.where is not None else None
-        try:
-            changed = changed_rows(self.source, self.change, self.columns, max_rows, keep, cache)
-        except ArrowUnsupportedError as why:
-            raise EngineRefusedError(str(why)) from None
+        changed = changed_rows(self.source, self.change, self.columns, max_rows, keep, cache)
         raw = executor.add_rows("changes", changed.rows)
         identities: list[tuple[str, Identity]] = [
             (f.name, "float" if pa.types.is_floating(f.type) else
@@ -165,21 +159,19 @@ class EmbeddedRoute:
             if left < 0:
                 raise EngineRefusedError(
                     f"the sources' changes pass {self.max_rows} rows "
-                    "(refresh.arrow_max_rows, driver_commit_max_rows)"
+                    "(refresh.embedded_max_rows, driver_commit_max_rows)"
                 )
         return relations, read
 
     def hold(self, executor: DuckDBExecutor, cache: AppendedRowsCache) -> dict[
         tuple[Identifier, int | None], str
     ]:  # fmt: skip
-        """Each unchanged table, read whole at its pinned snapshot, as a relation."""
-        try:
-            return {
-                (held.identifier, held.snapshot_id): executor.add_rows("held", held.read(cache))
-                for held in self.held
-            }
-        except ArrowUnsupportedError as why:  # e.g. equality deletes on a DOUBLE column
-            raise EngineRefusedError(str(why)) from None
+        """Each unchanged table, read whole at its pinned snapshot, as a relation (or
+        EngineRefusedError: e.g. equality deletes on a DOUBLE column)."""
+        return {
+            (held.identifier, held.snapshot_id): executor.add_rows("held", held.read(cache))
+            for held in self.held
+        }
 
 
 def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute | str:
@@ -194,13 +186,14 @@ def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute |
             "spark.sql.ansi.enabled is true in the Spark session: Spark fails on overflow, "
             "invalid casts and division by zero, DuckDB would not"
         )
-    max_rows = min(settings.arrow_max_rows, settings.driver_commit_max_rows)
+    max_rows = min(settings.embedded_max_rows, settings.driver_commit_max_rows)
     if max_rows <= 0:
-        return "embedded engine off (refresh.arrow_max_rows or driver_commit_max_rows is 0)"
+        return "embedded engine off (refresh.embedded_max_rows or driver_commit_max_rows is 0)"
     appended = sum(c.changed_records for c in plan.moved.values() if c.kind == "append-only")
     if appended > max_rows:
         return (
-            f"{appended} changed rows > {max_rows} (refresh.arrow_max_rows, driver_commit_max_rows)"
+            f"{appended} changed rows > {max_rows} "
+            "(refresh.embedded_max_rows, driver_commit_max_rows)"
         )
     analysis = plan.analysis
     if not isinstance(analysis, AggregateAnalysis) and analysis.top_n is not None:
@@ -211,7 +204,7 @@ def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute |
     for identifier, change in plan.moved.items():
         source = base.reads.load_table(identifier)
         if change.kind != "append-only":  # the rows that changed are known once read
-            scanned = _scan_refusal(source, change, settings.arrow_read_max_rows)
+            scanned = _scan_refusal(source, change, settings.embedded_read_max_rows)
             if scanned is not None:
                 return scanned
         where, alias = _file_filter(plan, identifier)
@@ -219,9 +212,9 @@ def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute |
         reads.append(SourceRead(identifier, change, source, columns, where, alias))
     try:
         whole = plan.keyed or recomputes or len(plan.moved) > 1 or _self_joined(plan)
-        held, relations = _held(plan, whole, settings.arrow_join_max_rows)
+        held, relations = _held(plan, whole, settings.embedded_join_max_rows)
         _gate(plan, relations)
-    except (EngineRefusedError, NotPortable) as why:
+    except EngineRefusedError as why:
         return str(why)
     return EmbeddedRoute(
         reads=tuple(reads),
@@ -289,7 +282,7 @@ def _whole(
 ) -> Held:
     """`identifier` read whole at `snapshot_id` (None: empty), under `schema`."""
     if max_rows <= 0:
-        raise EngineRefusedError("joins off (refresh.arrow_join_max_rows is 0)")
+        raise EngineRefusedError("joins off (refresh.embedded_join_max_rows is 0)")
     snapshot = None
     if snapshot_id is not None:
         snapshot = table.snapshot_by_id(snapshot_id)
@@ -301,7 +294,7 @@ def _whole(
     if records < 0 or records > max_rows:
         shown = "unknown" if records < 0 else str(records)
         raise EngineRefusedError(
-            f"{identifier}: {shown} rows > {max_rows} (refresh.arrow_join_max_rows)"
+            f"{identifier}: {shown} rows > {max_rows} (refresh.embedded_join_max_rows)"
         )
     return Held(identifier, table, snapshot_id, schema, columns)
 
@@ -339,7 +332,7 @@ _verdicts: Memo[tuple[str | None]] = Memo(1024)
 
 def _gate(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> None:
     """The view's expressions through the portability gate (kept per process, see
-    `_verdicts`): raises NotPortable."""
+    `_verdicts`): raises EngineRefusedError."""
     key = (
         plan.base.mv.sql,
         plan.base.namespace,
@@ -352,11 +345,11 @@ def _gate(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> 
         try:
             _gated(plan, relations)
             kept = (None,)
-        except NotPortable as why:
+        except EngineRefusedError as why:
             kept = (str(why),)
         _verdicts.put(key, kept)
     if kept[0] is not None:
-        raise NotPortable(kept[0])
+        raise EngineRefusedError(kept[0])
 
 
 def _gated(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> None:
@@ -390,7 +383,7 @@ def _gated(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) ->
     portable = to_duckdb(query, relations)
     for name, kind in portable.columns[: len(keys)]:
         if kind.floating or kind.kind == "complex":
-            raise NotPortable(f"a {kind.describe()} group key ({name})")
+            raise EngineRefusedError(f"a {kind.describe()} group key ({name})")
 
 
 def _file_filter(plan: IncrementalPlan, identifier: Identifier) -> tuple[exp.Expr | None, str]:
@@ -414,10 +407,10 @@ def _scan_refusal(source: Table, change: SourceChange, read_max_rows: int) -> st
     touched = touched_files(source, change)
     if touched.equality_delete_records and touched.equality_scan_records is None:
         return f"{change.identifier}: an equality delete not pushed down"
-    rows, hit = arrow_scan_rows(touched)
+    rows, hit = embedded_scan_rows(touched)
     if rows + hit > read_max_rows:
         return (
             f"the change read scans ~{rows + hit} rows > {read_max_rows} "
-            "(refresh.arrow_read_max_rows)"
+            "(refresh.embedded_read_max_rows)"
         )
     return None

@@ -24,7 +24,7 @@ from icemv.errors import EngineRefusedError
 from icemv.refresh.patch.model import PatchTarget
 from icemv.refresh.patch.row_images import files_admitting
 from icemv.sql.memo import Memo
-from icemv.sql.portable import NotPortable, Schema, to_duckdb
+from icemv.sql.portable import Schema, to_duckdb
 from icemv.sql.spark_types import of_arrow
 
 NAME = "duckdb"
@@ -163,10 +163,7 @@ class DuckDBExecutor:
 
     def _run(self, query: exp.Query) -> pa.Table:
         with self._lock:
-            try:
-                portable = to_duckdb(query, self.schemas)
-            except NotPortable as why:
-                raise EngineRefusedError(str(why)) from None
+            portable = to_duckdb(query, self.schemas)
             try:
                 statement = _parsed(self.connection, portable.sql)
                 return self.connection.execute(statement).to_arrow_table()

@@ -3,12 +3,12 @@
 An equality delete (as Flink upserts write) removes the rows of older data files whose
 columns equal one of its rows: it applies to a data file when its data sequence number is
 higher and it is in the file's partition (or its spec is unpartitioned). The Arrow change
-read (arrow_changes.py) gathers a snapshot's live ones while planning it (pyiceberg's
+read (embedded/changes.py) gathers a snapshot's live ones while planning it (pyiceberg's
 planner refuses them) and applies them itself: a data file read whole loses the rows whose
 key is one of their values; a data file live at both ends of the range gets the positions
 of those rows added to its deleted positions at each end. Handled: one column of integers
 or strings, NULL matching NULL as Iceberg does (`is_in` with nulls kept). Other equality
-deletes raise ArrowUnsupportedError, and Spark reads the range.
+deletes raise EngineRefusedError, and Spark reads the range.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile, ManifestEntry
 from pyiceberg.table import Table
 
-from icemv.errors import ArrowUnsupportedError
+from icemv.errors import EngineRefusedError
 from icemv.refresh.changes.pushdown import PUSHDOWN_TYPES
 
 _FIELD_ID = b"PARQUET:field_id"
@@ -53,7 +53,7 @@ def equality_delete(table: Table, entry: ManifestEntry) -> EqualityDelete:
     data = entry.data_file
     ids = list(data.equality_ids or ())
     if len(ids) != 1 or not isinstance(table.schema().find_type(ids[0]), PUSHDOWN_TYPES):
-        raise ArrowUnsupportedError("an equality delete on other than one integer or string column")
+        raise EngineRefusedError("an equality delete on other than one integer or string column")
     return EqualityDelete(data, int(entry.sequence_number or 0))
 
 
@@ -97,7 +97,7 @@ class EqualityValues:
             parquet = pq.ParquetFile(stream)
             name = column_names_by_id(parquet.schema_arrow).get(delete.field_id)
             if name is None:
-                raise ArrowUnsupportedError(f"{delete.file.file_path}: no key column by field id")
+                raise EngineRefusedError(f"{delete.file.file_path}: no key column by field id")
             values = parquet.read(columns=[name]).column(0).combine_chunks()
         self._read[delete.file.file_path] = values
         return values
