@@ -31,7 +31,7 @@ from icemv.sql.exact_case import ExactCase
 from icemv.sql.keys import KeyClass, clear_keys, key_class
 from icemv.sql.memo import Memo
 from icemv.sql.normalise import normalise
-from icemv.sql.parse import parse_query, table_references
+from icemv.sql.parse import shared_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo
 from icemv.sql.subquery_filters import filter_subquery_sources
 from icemv.sql.top_n import TopN, split_top_n
@@ -205,14 +205,14 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
     512 kept). Every call gets a deep copy of its own (the caller may change it), as
     `parse_query` gives one; a view whose sources do not all resolve is not kept."""
     try:
-        query = parse_query(sql)
+        shared = shared_query(sql)  # read only: the kept analysis needs no tree of its own
     except ViewSqlError as exc:
         return NotMaintainable(("unparsable",), (str(exc),))
-    key = _memo_key(resolver, query, sql, default_namespace)
+    key = _memo_key(resolver, shared, sql, default_namespace)
     kept = _analyses.get(key) if key is not None else None
     if kept is not None:
         return deepcopy(kept)
-    found = _analysed(resolver, query, default_namespace)
+    found = _analysed(resolver, shared.copy(), default_namespace)
     if key is not None:
         _analyses.put(key, deepcopy(found))
     return found

@@ -19,6 +19,12 @@ def parse_query(sql: str) -> exp.Query:
     return _parsed(sql).copy()
 
 
+def shared_query(sql: str) -> exp.Query:
+    """The view's query as the process keeps it: to read only (`parse_query` for a tree to
+    change). A refresh whose analysis is kept reads its tables' names only."""
+    return _parsed(sql)
+
+
 @lru_cache(maxsize=512)
 def _parsed(sql: str) -> exp.Query:
     try:

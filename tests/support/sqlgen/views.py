@@ -130,7 +130,8 @@ class ViewGen:
             f"upper({a})", f"concat({a}, {self.expr(scope, 'string', depth)})",
             f"substr({a}, 1, 1)", f"trim({a})", f"CAST({self.expr(scope, 'int', depth)} AS STRING)",
             f"reverse({a})", f"lpad({a}, 4, '*')", f"replace({a}, 'a', 'b')",
-            f"split_part({a}, ',', 1)", f"md5({a})",
+            f"split_part({a}, ',', 1)", f"md5({a})", f"regexp_replace({a}, '[aeiou]+', '_')",
+            f"regexp_extract({a}, '([a-c]+)(x)?', 1)",
         ])  # fmt: skip
 
     def _date_expr(self, scope: list[Ref], depth: int) -> str:
