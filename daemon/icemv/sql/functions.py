@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from icemv.sql.regex import Untranslatable, replacement, translate
-from icemv.sql.spark_types import BIGINT, BOOLEAN, DATE, INT, STRING, SparkType
+from icemv.sql.spark_types import BIGINT, BOOLEAN, DATE, INT, STRING, TIMESTAMP, SparkType
 
 # Argument kinds (SparkType.kind): "date-like" is a DATE, or a TIMESTAMP read as its date
 # in the session zone (Spark's implicit cast; sqlglot often wraps it in TsOrDsToDate).
@@ -125,6 +125,24 @@ def _epoch_seconds(value: exp.Expr) -> exp.Expr:
     Spark's `micros / 1000000` (DuckDB's `//` on integers truncates too):
     1969-12-31 23:59:59.999999 is 0 in both."""
     return exp.IntDiv(this=call("epoch_us", value), expression=_num(1_000_000))
+
+
+def _floor_seconds(value: exp.Expr) -> exp.Expr:
+    """Whole seconds since the epoch rounded down (Math.floorDiv), exactly: the
+    microseconds less their floored remainder, then divided (a multiple: no rounding)."""
+    micros = call("epoch_us", value)
+    million = _num(1_000_000)
+    remainder = _mod(_plus(_mod(micros, million), million.copy()), million.copy())
+    whole = exp.Paren(this=_minus(micros.copy(), remainder))
+    return exp.IntDiv(this=whole, expression=million.copy())
+
+
+def _floor_millis(value: exp.Expr) -> exp.Expr:
+    micros = call("epoch_us", value)
+    thousand = _num(1_000)
+    remainder = _mod(_plus(_mod(micros, thousand), thousand.copy()), thousand.copy())
+    whole = exp.Paren(this=_minus(micros.copy(), remainder))
+    return exp.IntDiv(this=whole, expression=thousand.copy())
 
 
 def _floor_type(kinds: Sequence[SparkType]) -> SparkType:
@@ -278,6 +296,20 @@ FUNCTIONS: tuple[Function, ...] = (
                             _date(exp.Literal.string("1970-01-01")), d)),
     Function("unix_timestamp", exp.StrToUnix, (Argument("this", TIMESTAMPS),), BIGINT,
              _epoch_seconds, note="of a TIMESTAMP (its format is not read); not of strings"),
+    Function("unix_seconds", exp.UnixSeconds, (Argument("this", TIMESTAMPS),), BIGINT,
+             _floor_seconds, note="rounded down"),
+    Function("unix_millis", exp.UnixMillis, (Argument("this", TIMESTAMPS),), BIGINT,
+             _floor_millis, note="rounded down"),
+    Function("unix_micros", exp.UnixMicros, (Argument("this", TIMESTAMPS),), BIGINT,
+             lambda t: call("epoch_us", t)),
+    Function("timestamp_seconds", "timestamp_seconds", (Argument(0, INTEGERS),), TIMESTAMP,
+             lambda n: call("to_timestamp", n), note="of integers"),
+    Function("date_from_unix_date", exp.DateFromUnixDate, (Argument("this", INTEGERS),), DATE,
+             lambda n: _plus(_date(exp.Literal.string("1970-01-01")), n)),
+    Function("make_date", "make_date",
+             (Argument(0, INTEGERS), Argument(1, INTEGERS), Argument(2, INTEGERS)), DATE,
+             lambda y, m, d: call("make_date", y, m, d),
+             note="an invalid date: NULL in Spark, DuckDB raises (Spark computes it)"),
     Function("trunc", exp.DateTrunc,
              (Argument("this", DATES),
               Argument("unit", STRINGS, _trunc_unit, "YEAR, YYYY, YY, QUARTER, MONTH, MM, "
@@ -334,6 +366,15 @@ FUNCTIONS: tuple[Function, ...] = (
               Argument("part_index", INTEGERS, _literal_int(nonzero=True),
                        "a literal other than 0")),
              STRING, lambda s, d, n: call("split_part", s, d, n)),
+    Function("levenshtein", exp.Levenshtein,
+             (Argument("this", STRINGS), Argument("expression", STRINGS)), INT,
+             lambda a, b: call("levenshtein", a, b), forbidden_args=(
+                 "ins_cost", "del_cost", "sub_cost", "max_dist")),
+    Function("base64", exp.ToBase64, (Argument("this", STRINGS),), STRING,
+             lambda s: call("to_base64", call("encode", s)), note="of a string's UTF-8 bytes"),
+    Function("hex", exp.Hex, (Argument("this", INTEGERS),), STRING,
+             lambda n: call("hex", exp.Cast(this=n, to=exp.DataType.build("BIGINT"))),
+             note="of integers (as BIGINT: two's complement)"),
     Function("md5", exp.MD5, (Argument("this", STRINGS),), STRING, lambda s: call("md5", s),
              note="of a string's UTF-8 bytes"),
     Function("sha1", exp.SHA, (Argument("this", STRINGS),), STRING, lambda s: call("sha1", s),
@@ -368,6 +409,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("ceil", exp.Ceil, (Argument("this", NUMBERS),), _floor_type,
              lambda x: call("ceil", x), note="also ceiling; as floor",
              forbidden_args=("decimals", "to")),
+    Function("isnan", exp.IsNan, (Argument("this", NUMBERS),), BOOLEAN,
+             lambda x: exp.Coalesce(this=call("isnan", x), expressions=[exp.false()]),
+             note="false for NULL, as Spark"),
     Function("pmod", "pmod", (Argument(0, INTEGERS, null=False), Argument(1, INTEGERS, null=False)),
              _pmod_type, _pmod, note="NULL literals refused (Spark types them DOUBLE)"),
     # -- conditionals: Spark's own trees ----------------------------------------------
