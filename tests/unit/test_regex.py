@@ -52,3 +52,13 @@ def test_replacements() -> None:
     for bad in ("$2", "$x", "${n}", "$12", "a\\"):
         with pytest.raises(Untranslatable):
             replacement(bad, 1)
+
+
+@pytest.mark.parametrize(
+    ("java", "empty"),
+    [("a*", True), ("x?", True), ("a", False), ("(a|)", True), ("(a|b)+", False),
+     ("(?:ab)*c", False), ("^", True), ("a{0,2}", True), ("a{1,2}", False), ("(a*)b", False),
+     ("b|a*", True), ("[a-c]+", False)],
+)  # fmt: skip
+def test_whether_a_pattern_can_match_the_empty_string(java: str, empty: bool) -> None:
+    assert translate(java, end_may_move=False).empty is empty

@@ -241,6 +241,9 @@ def _extract(value: exp.Expr, pattern: exp.Expr, group: exp.Expr) -> exp.Expr:
 def _replace(value: exp.Expr, pattern: exp.Expr, by: exp.Expr) -> exp.Expr:
     """Every match replaced (Matcher.replaceAll; RE2's global replace)."""
     translated = translate(_pattern(pattern), end_may_move=False)
+    if translated.empty:
+        raise Untranslatable("a pattern that matches the empty string (Java replaces empty "
+                             "matches after a match, RE2 does not)")  # fmt: skip
     text = replacement(_pattern(by), translated.groups)
     return call("regexp_replace", value, exp.Literal.string(translated.text),
                 exp.Literal.string(text), exp.Literal.string("g"))  # fmt: skip
@@ -304,7 +307,8 @@ FUNCTIONS: tuple[Function, ...] = (
              lambda t: call("epoch_us", t)),
     Function("timestamp_seconds", "timestamp_seconds", (Argument(0, INTEGERS),), TIMESTAMP,
              lambda n: call("to_timestamp", n), note="of integers"),
-    Function("date_from_unix_date", exp.DateFromUnixDate, (Argument("this", INTEGERS),), DATE,
+    Function("date_from_unix_date", exp.DateFromUnixDate,
+             (Argument("this", frozenset({"tinyint", "smallint", "int"})),), DATE,
              lambda n: _plus(_date(exp.Literal.string("1970-01-01")), n)),
     Function("make_date", "make_date",
              (Argument(0, INTEGERS), Argument(1, INTEGERS), Argument(2, INTEGERS)), DATE,

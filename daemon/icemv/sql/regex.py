@@ -18,6 +18,10 @@ them) on what is admitted here:
   where only whether the pattern matches counts (RLIKE) it is written out as an optional
   final line break then the end; elsewhere (it would change the matched text) refused.
 
+Replacing every match differs where a pattern can match the empty string (Java also
+replaces the empty match right after a non-empty one: `bab` with `a*` is `XbXXbX` in Java,
+`XbXbX` in RE2): `Re2Pattern.empty` says so, and regexp_replace refuses such patterns.
+
 Refused: back-references, look-around, named groups, inline flags (`(?i)`: Java folds case
 in ASCII, RE2 in Unicode), `\\b` (Java's word boundary is not its `\\w`), `\\p{...}`,
 `\\Q...\\E`, `\\uXXXX`, `\\x`, octal escapes and the other Java-only escapes.
@@ -43,6 +47,7 @@ class Untranslatable(ValueError):
 class Re2Pattern:
     text: str  # RE2 syntax
     groups: int  # capturing groups
+    empty: bool  # it can match the empty string (somewhere: `^` is its only zero-width atom)
 
 
 def translate(pattern: str, *, end_may_move: bool) -> Re2Pattern:
@@ -58,6 +63,10 @@ class _Translator:
         self.at = 0
         self.out: list[str] = []
         self.groups = 0
+        # Whether each atom of the current alternative can match empty, per open group
+        # (innermost last), and whether an earlier alternative of that group can.
+        self.atoms: list[list[bool]] = [[]]
+        self.alternatives: list[bool] = [False]
 
     def run(self) -> Re2Pattern:
         quantifiable = False
@@ -67,7 +76,8 @@ class _Translator:
             if char in "*+?{":
                 if not quantifiable:
                     raise Untranslatable(f"a quantifier with nothing to repeat at {self.at}")
-                self._quantifier(char)
+                if self._quantifier(char):  # at least 0: the atom may match empty
+                    self.atoms[-1][-1] = True
                 quantifiable = False
                 continue
             quantifiable = True
@@ -79,23 +89,50 @@ class _Translator:
                 self.out.append(self._class())
             elif char == "(":
                 self._group()
+                self.atoms.append([])
+                self.alternatives.append(False)
                 quantifiable = False
-            elif char in ")|":
+                continue
+            elif char == ")":
+                if len(self.atoms) == 1:
+                    raise Untranslatable("an unopened group")
                 self.out.append(char)
-                quantifiable = char == ")"
+                empty = self._alternatives_end()
+                self.atoms[-1].append(empty)
+                continue
+            elif char == "|":
+                self.out.append(char)
+                self.alternatives[-1] |= all(self.atoms[-1])
+                self.atoms[-1] = []
+                quantifiable = False
+                continue
             elif char == "^":
                 self.out.append("^")
+                self.atoms[-1].append(True)
                 quantifiable = False
+                continue
             elif char == "$":
                 if not self.end_may_move:
                     raise Untranslatable("$ (Java's also matches before a final line break)")
                 self.out.append(_FINAL_LINE_BREAK)
+                self.atoms[-1].append(True)
                 quantifiable = False
+                continue
             elif char in "]}":
                 self.out.append("\\" + char)
             else:
                 self.out.append(char)
-        return Re2Pattern("".join(self.out), self.groups)
+            self.atoms[-1].append(False)  # a character
+        if len(self.atoms) != 1:
+            raise Untranslatable("an unclosed group")
+        empty = self._alternatives_end()
+        return Re2Pattern("".join(self.out), self.groups, empty)
+
+    def _alternatives_end(self) -> bool:
+        """Close the innermost alternatives (a group's, or the pattern's): whether one of
+        them can match empty."""
+        earlier, last = self.alternatives.pop(), self.atoms.pop()
+        return earlier or all(last)
 
     def _escape(self, in_class: bool) -> str:
         if self.at >= len(self.pattern):
@@ -146,7 +183,8 @@ class _Translator:
         self.groups += 1
         self.out.append("(")
 
-    def _quantifier(self, char: str) -> None:
+    def _quantifier(self, char: str) -> bool:
+        """Copy a quantifier; whether it admits zero repetitions."""
         if char == "{":
             close = self.pattern.find("}", self.at)
             body = self.pattern[self.at : close] if close >= 0 else ""
@@ -157,11 +195,15 @@ class _Translator:
                 raise Untranslatable(f"the repetition {{{body}}}")
             self.at = close + 1
             char = "{" + body + "}"
+            zero = int(low) == 0
+        else:
+            zero = char in "*?"
         if self.pattern.startswith("+", self.at):
             raise Untranslatable("a possessive quantifier (Java only)")
         lazy = self.pattern.startswith("?", self.at)
         self.at += lazy
         self.out.append(char + ("?" if lazy else ""))
+        return zero
 
 
 def replacement(text: str, groups: int) -> str:
