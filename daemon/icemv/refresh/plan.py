@@ -42,9 +42,9 @@ from icemv.sql.analysis import (
     RowsAnalysis,
     analyse,
 )
-from icemv.sql.columns import ChangeRead, change_read, nets_at_once, source_of
+from icemv.sql.columns import ChangeRead, change_read, nets_at_once
 from icemv.sql.delta import DeltaInputs
-from icemv.sql.parse import in_subquery_expression, parse_query
+from icemv.sql.parse import parse_query
 from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
 from icemv.sql.state import StateColumn, state_query
 from icemv.sql.subquery_filters import unchanged_checks
@@ -358,16 +358,7 @@ def _unless_unchanged_subqueries(
         return moved, frozenset()
     log.info("subqueries_unchanged", sources=sorted(str(i) for i in blocked), checks=len(checks))
     if keyed:
-        # A keyed delta reads a source its FROM also names; one read by the unchanged
-        # subqueries only leaves the view as it was, as without a key.
-        outside = {
-            source_of(t)
-            for t in analysis.query.find_all(exp.Table)
-            if not in_subquery_expression(t)
-        }
-        only_checked = frozenset(i for i in blocked if i not in outside)
-        kept = {i: c for i, c in moved.items() if i not in only_checked}
-        return kept, blocked - only_checked
+        return moved, blocked
     return {i: c for i, c in moved.items() if i not in blocked}, frozenset()
 
 
