@@ -163,10 +163,7 @@ def _options(argument: Argument) -> list[str]:
 
 def _call(function: Function, arguments: list[str]) -> str:
     """The call as Spark SQL spells it (sqlglot parses it back to the row's node)."""
-    name = {"instr": "instr", "sha1": "sha1"}.get(function.name, function.name)
-    if function.name == "trunc":  # trunc(date, unit)
-        return f"trunc({arguments[0]}, {arguments[1]})"
-    return f"{name}({', '.join(arguments)})"
+    return f"{function.name}({', '.join(arguments)})"
 
 
 @pytest.fixture(scope="module")

@@ -127,22 +127,20 @@ def _epoch_seconds(value: exp.Expr) -> exp.Expr:
     return exp.IntDiv(this=call("epoch_us", value), expression=_num(1_000_000))
 
 
-def _floor_seconds(value: exp.Expr) -> exp.Expr:
-    """Whole seconds since the epoch rounded down (Math.floorDiv), exactly: the
-    microseconds less their floored remainder, then divided (a multiple: no rounding)."""
-    micros = call("epoch_us", value)
-    million = _num(1_000_000)
-    remainder = _mod(_plus(_mod(micros, million), million.copy()), million.copy())
-    whole = exp.Paren(this=_minus(micros.copy(), remainder))
-    return exp.IntDiv(this=whole, expression=million.copy())
+def _epoch_floor(per_second: int) -> Callable[[exp.Expr], exp.Expr]:
+    """Whole units (1 per second, 1,000: milliseconds) since the epoch, rounded down
+    (Spark's Math.floorDiv), exactly: the microseconds less their floored remainder, then
+    divided (a multiple: DuckDB's truncating `//` does not round)."""
+    divisor = 1_000_000 // per_second
 
+    def floor(value: exp.Expr) -> exp.Expr:
+        micros = call("epoch_us", value)
+        unit = _num(divisor)
+        remainder = _mod(_plus(_mod(micros, unit), unit.copy()), unit.copy())
+        whole = exp.Paren(this=_minus(micros.copy(), remainder))
+        return exp.IntDiv(this=whole, expression=unit.copy())
 
-def _floor_millis(value: exp.Expr) -> exp.Expr:
-    micros = call("epoch_us", value)
-    thousand = _num(1_000)
-    remainder = _mod(_plus(_mod(micros, thousand), thousand.copy()), thousand.copy())
-    whole = exp.Paren(this=_minus(micros.copy(), remainder))
-    return exp.IntDiv(this=whole, expression=thousand.copy())
+    return floor
 
 
 def _floor_type(kinds: Sequence[SparkType]) -> SparkType:
@@ -300,9 +298,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("unix_timestamp", exp.StrToUnix, (Argument("this", TIMESTAMPS),), BIGINT,
              _epoch_seconds, note="of a TIMESTAMP (its format is not read); not of strings"),
     Function("unix_seconds", exp.UnixSeconds, (Argument("this", TIMESTAMPS),), BIGINT,
-             _floor_seconds, note="rounded down"),
+             _epoch_floor(1), note="rounded down"),
     Function("unix_millis", exp.UnixMillis, (Argument("this", TIMESTAMPS),), BIGINT,
-             _floor_millis, note="rounded down"),
+             _epoch_floor(1_000), note="rounded down"),
     Function("unix_micros", exp.UnixMicros, (Argument("this", TIMESTAMPS),), BIGINT,
              lambda t: call("epoch_us", t)),
     Function("timestamp_seconds", "timestamp_seconds", (Argument(0, INTEGERS),), TIMESTAMP,

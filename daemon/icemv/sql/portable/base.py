@@ -27,7 +27,7 @@ from icemv.sql.spark_types import (
 if TYPE_CHECKING:
     from icemv.sql.portable.queries import Gate
 
-_Handler = Callable[[Any, exp.Expr], tuple[exp.Expr, SparkType]]
+Handler = Callable[[Any, exp.Expr], tuple[exp.Expr, SparkType]]
 
 # A NULL argument of a table function is cast to one type its row admits.
 _NULL_AS = {"date": DATE, "decimal": SparkType("decimal", 38, 10), "double": DOUBLE,
@@ -38,7 +38,7 @@ _NULL_AS = {"date": DATE, "decimal": SparkType("decimal", 38, 10), "double": DOU
 class Base:
     """Types and renders expressions over one SELECT's scope (the handlers: `Expressions`)."""
 
-    handlers: ClassVar[dict[type[exp.Expr], _Handler]] = {}
+    handlers: ClassVar[dict[type[exp.Expr], Handler]] = {}
 
     def __init__(self, scope: _Scope, gate: Gate) -> None:
         self.scope = scope

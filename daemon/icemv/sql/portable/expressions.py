@@ -4,13 +4,14 @@ table by node class."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlglot import exp
 
 from icemv.sql import decimals
 from icemv.sql.portable.aggregates import Aggregates, _windowed_average
+from icemv.sql.portable.base import Handler
 from icemv.sql.portable.common import (
     _DATE_LITERAL,
     _PARTS,
@@ -314,7 +315,7 @@ class Expressions(Scalars, Aggregates):
         return _rebuilt(node, this=values[0], expressions=values[1:]), kind
 
 
-_HANDLERS: dict[type[exp.Expr], Callable[[Any, exp.Expr], tuple[exp.Expr, SparkType]]] = {
+_HANDLERS: dict[type[exp.Expr], Handler] = {
     exp.Column: Expressions.column,  # type: ignore[dict-item]
     exp.Literal: Expressions.literal,  # type: ignore[dict-item]
     exp.Boolean: Expressions.constant,
