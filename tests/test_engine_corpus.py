@@ -233,7 +233,25 @@ QUERIES = [
     "SELECT r AS k FROM edge e WHERE EXISTS (SELECT 1 FROM edge o WHERE o.i = e.b)",
     "SELECT r AS k FROM edge e WHERE e.i IN (SELECT o.b FROM edge o WHERE o.r > 3)",
     "SELECT r AS k FROM edge e WHERE e.f OR e.i IN (SELECT o.i FROM edge o WHERE o.r < 4)",
-    "SELECT r AS k, e.i IN (SELECT o.i FROM edge o) AS a FROM edge e",
+    # IN in a projection under no NOT: Spark's FALSE where SQL's NULL (NULLs on the left,
+    # among the subquery's values, an empty subquery, correlated, under AND/OR and CASE)
+    *(VALUED_INS := [
+        "SELECT r AS k, e.i IN (SELECT o.i FROM edge o) AS a FROM edge e",
+        "SELECT r AS k, e.i IN (SELECT o.i FROM edge o WHERE o.r < 4) AS a, "
+        "e.b IN (SELECT o.b FROM edge o WHERE o.r > e.r) AS c FROM edge e",
+        "SELECT r AS k, (e.f OR e.s IN (SELECT o.s FROM edge o WHERE o.r < 0)) AS a, "
+        "CASE WHEN e.f THEN e.i IN (SELECT o.i FROM edge o WHERE o.f) ELSE e.f AND "
+        "e.i IN (SELECT o.b FROM edge o) END AS c FROM edge e",
+    ]),
+    # under a NOT: Spark's NOT IN is null-aware, not the NOT of its IN (refused)
+    "SELECT r AS k, NOT (e.i IN (SELECT o.i FROM edge o WHERE o.r < 4)) AS a FROM edge e",
+    # ORDER BY ... LIMIT: NULLs first ascending, last descending, as Spark places them
+    *(ORDERED := [
+        "SELECT r AS k, s AS a FROM edge ORDER BY s DESC, r LIMIT 3",
+        "SELECT r AS k, m AS a FROM edge ORDER BY m, r LIMIT 4",
+        "SELECT r AS k, day AS a FROM edge ORDER BY day, ts DESC, r LIMIT 5",
+    ]),
+    "SELECT r AS k FROM edge ORDER BY x, r LIMIT 2",  # a DOUBLE key: refused
     # NOT IN filtering through AND/OR: null-aware in Spark, as SQL's (a NULL among the
     # subquery's values, a NULL on the left, an empty subquery, correlated)
     *(NOT_INS := [
@@ -465,6 +483,8 @@ def test_every_admitted_expression_is_computed_as_spark_computes_it(engines: Any
         *GROUPING_SETS,
         *ANY_VALUES,
         *JOINED_GENERATORS,
+        *VALUED_INS,
+        *ORDERED,
     ]
     not_admitted = {c: outcomes[c] for c in meant if outcomes[c] != "same"}
     not_admitted |= {

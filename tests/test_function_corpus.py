@@ -59,7 +59,14 @@ TREES = ["nvl2(s, i, b)", "nvl2(x, m, h)", "nvl2(d, ts, ts)", "nullif(i, b)", "n
 
 EDGE_STRINGS = [None, "", "a", "abc", "ß", "ĳ", "ǅ", "e\u0301", "👍🏽", "Ωé ß", " a ", "a,b,,c",
                 "\u00a0x", "İ", "ﬁ", "a\tb\nc", "Z", "ab,ab", "\u0301", "日本語", "ab\n",
-                "ab\r\n", "a\rb", "a\u2028b", "a\u0085c", "x\x0by", "aab\n\n", "bab"]  # fmt: skip
+                "ab\r\n", "a\rb", "a\u2028b", "a\u0085c", "x\x0by", "aab\n\n", "bab",
+                # numbers as Spark reads them into integers (and does not)
+                "1", " 12 ", "-7", "+5", "1.9", "-1.9", ".", "-.", "+", "-", ".5", "5.",
+                "1e3", "0x1A", "2147483647", "2147483648", "-2147483648", "-2147483649",
+                "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+                "\x001\x00", "\x1c3", "\x7f4\x7f", "\u00a05", "\uff11\uff12", "1 2",
+                "--1", "1.2.3", "007", "\t\n8\r", "+-1", "-0", "1.", "127", "128", "-129",
+                "32767", "32768", " ", "\x01", "1\u2028", "9" * 30]  # fmt: skip
 EDGE_DATES = [None, dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1),
               dt.date(1969, 12, 31), dt.date(2024, 2, 29), dt.date(2023, 2, 28),
               dt.date(2000, 2, 29), dt.date(1900, 3, 1), dt.date(1582, 10, 15),
@@ -86,6 +93,11 @@ WIDE_DECIMALS = [None, Decimal("9999999999999999999999999999.9999999999"),
                  Decimal("-9999999999999999999999999999.9999999999"), Decimal("-0.0000000001"),
                  Decimal("0.5000000000")]  # fmt: skip
 ALPHABET = "aAbczZ09 ,._-ßĳéÉ\u0301\u0308ΩЖ日👍🏽\u00a0\t\n\r\u2028"
+NUMERIC = "0123456789012345678901234567890123456789.+- \t\x00\x1c\x7f\u00a0e"
+# Spark's casts of strings to integers, and its comparisons of integers with strings
+# (which cast the string): sql/portable/string_numbers.py.
+CONVERSIONS = ["CAST(s AS INT)", "CAST(t AS BIGINT)", "CAST(s AS SMALLINT)", "CAST(t AS TINYINT)",
+               "i = s", "s < i", "b = t", "t >= b", "i <=> s", "s <> b"]  # fmt: skip
 
 
 def _random_row(rng: random.Random) -> tuple[Any, ...]:
@@ -93,7 +105,8 @@ def _random_row(rng: random.Random) -> tuple[Any, ...]:
         return None if rng.random() < 0.05 else value
 
     def text() -> str:
-        return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 8)))
+        alphabet = NUMERIC if rng.random() < 0.3 else ALPHABET
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
 
     epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
     micros = rng.randint(-62_135_596_800 + 86_400, 253_402_214_400 - 86_400) * 1_000_000
@@ -306,6 +319,8 @@ def test_each_admitted_function_is_spark_s_value_for_generated_arguments(
     relations = {"fargs": {field.name: of_arrow(field.type) for field in table.schema}}
     cases = {f.name: calls(f) for f in FUNCTIONS if f.spark_tree is None and _in_zone(f, zone)}
     cases["trees"] = TREES
+    if zone == "UTC":
+        cases["conversions"] = CONVERSIONS
     every = [c for group in cases.values() for c in group]
     computed = {call: _duckdb(connection, relations, call) for call in every}
     answered = {

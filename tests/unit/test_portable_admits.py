@@ -68,8 +68,10 @@ def test_in_filtering_through_and_or_case_and_if_is_admitted(where: str) -> None
     [
         # Spark's optimiser pushes the NOT onto the IN (null-aware there), SQL does not
         "SELECT r AS k FROM edge e WHERE NOT (e.f OR e.i IN (SELECT o.i FROM edge o))",
-        # a value, not a filter: Spark's FALSE where SQL's NULL
-        "SELECT r AS k, e.i IN (SELECT o.i FROM edge o) AS a FROM edge e",
+        # a value under a NOT: Spark's null-aware NOT IN is not the NOT of its IN
+        "SELECT r AS k, NOT (e.i IN (SELECT o.i FROM edge o)) AS a FROM edge e",
+        "SELECT r AS k, e.f AND NOT (e.f OR e.i IN (SELECT o.i FROM edge o)) AS a FROM edge e",
+        "SELECT r AS k, coalesce(e.i IN (SELECT o.i FROM edge o), TRUE) AS a FROM edge e",
         "SELECT r AS k FROM edge e WHERE (e.i NOT IN (SELECT o.i FROM edge o)) = e.f",
         "SELECT r AS k FROM edge e WHERE coalesce(e.i IN (SELECT o.i FROM edge o), TRUE)",
         "SELECT r AS k FROM edge e WHERE CASE e.i IN (SELECT o.i FROM edge o) WHEN e.f THEN 1 "
@@ -79,6 +81,19 @@ def test_in_filtering_through_and_or_case_and_if_is_admitted(where: str) -> None
 def test_in_subqueries_whose_nulls_show_are_refused(sql: str) -> None:
     with pytest.raises(EngineRefusedError, match="IN \\(SELECT"):
         _duckdb(sql)
+
+
+@pytest.mark.parametrize(
+    "select",
+    [
+        "e.i IN (SELECT o.i FROM edge o) AS a",
+        "(e.f OR e.i IN (SELECT o.i FROM edge o WHERE o.r > e.r)) AS a",
+        "CASE WHEN e.f THEN e.i IN (SELECT o.i FROM edge o) ELSE e.f END AS a",
+    ],
+)
+def test_in_subquery_values_under_no_not_are_sparks_null_as_false(select: str) -> None:
+    rendered = _duckdb(f"SELECT r AS k, {select} FROM edge e")
+    assert "COALESCE(e.i IN (SELECT" in rendered and ", FALSE)" in rendered, rendered
 
 
 def test_grouping_sets_render_as_themselves_with_grouping_cast_to_sparks_tinyint() -> None:
@@ -122,3 +137,12 @@ def test_outer_and_positional_generators_are_lateral_joins() -> None:
     assert "WITH ORDINALITY" in rendered and rendered.endswith('AS "f"')
     plain = _duckdb("SELECT r, z FROM edge LATERAL VIEW explode(sequence(1, i)) f AS z")
     assert "CROSS JOIN UNNEST(" in plain and "LATERAL" not in plain
+
+
+def test_order_by_limit_places_nulls_as_spark_and_refuses_floating_point_keys() -> None:
+    rendered = _duckdb("SELECT r AS k FROM edge ORDER BY i, n DESC LIMIT 3")
+    assert rendered.endswith("ORDER BY i NULLS FIRST, n DESC LIMIT 3"), rendered
+    with pytest.raises(EngineRefusedError, match="floating-point"):
+        _duckdb("SELECT r AS k FROM edge ORDER BY i / 2 LIMIT 2")
+    with pytest.raises(EngineRefusedError, match="offset"):
+        _duckdb("SELECT r AS k FROM edge ORDER BY r LIMIT 2 OFFSET 1")

@@ -118,8 +118,8 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
                     ) from error
                 scanned = reader.records_scanned
                 engine = SPARK
-                if isinstance(plan.analysis, RowsAnalysis) and plan.analysis.top_n is not None:
-                    mode, reason = RefreshMode.NO_OP, RefreshReason.TOP_N_UNREACHED
+            if isinstance(plan.analysis, RowsAnalysis) and plan.analysis.top_n is not None:
+                mode, reason = RefreshMode.NO_OP, RefreshReason.TOP_N_UNREACHED
         phases.end("patch")
         details: dict[str, str] = {
             SummaryKey.MODE: mode,
@@ -249,10 +249,7 @@ def _shaped(
         if delta is None:
             raise _no_term_error(plan.moved)
         if analysis.top_n is not None:  # a changed row reaching the top n: full refresh
-            assert isinstance(views, SparkExecutor)  # the route leaves top-N to Spark
-            return unreached_patch(
-                views.spark, analysis.top_n, delta, analysis.output_columns, target
-            )
+            return unreached_patch(views, analysis.top_n, delta, analysis.output_columns, target)
         return rows_patch(views, delta, outputs, target, plan.insert_only)
     pre_delta = pre_aggregation_delta(analysis, inputs)
     if pre_delta is None:

@@ -149,10 +149,12 @@ class DuckDBExecutor:
             self._rows.pop(name, None)
 
     def stored(
-        self, target: PatchTarget, keys: str, key_columns: list[tuple[str, str]]
+        self, target: PatchTarget, keys: str | None, key_columns: list[tuple[str, str]]
     ) -> PatchTarget:
-        """The storage files whose bounds admit the touched keys, their rows held."""
-        probe = self.rows(keys).select([k for _, k in key_columns])
+        """The storage files whose bounds admit the touched keys (every file: `keys`
+        None), their rows held."""
+        probe = pa.table({}) if keys is None else self.rows(keys)
+        probe = probe.select([k for _, k in key_columns])
         probe = probe.rename_columns([s for s, _ in key_columns])
         files = files_admitting(target.table, target.snapshot_id, probe, target.driver_max_rows)
         if files is None:

@@ -1,24 +1,26 @@
 """Which executor computes a refresh's delta, decided at plan time, in one place.
 
-The embedded engine (DuckDB on the driver, refresh/embedded/executor.py) takes a small change:
-each moved source's change rows read with pyiceberg (appended rows, shared across MVs;
-or the signed rows of a range with deletes, refresh/embedded/changes.py, while each
-read scans at most `refresh.embedded_read_max_rows` rows, estimated from the manifests, and
-at most `refresh.embedded_max_rows` rows changed in all), and every other table the view
-reads read whole at its pinned snapshot (at most `refresh.embedded_join_max_rows` rows each,
-shared across MVs). Where the trees read a moved table itself (a keyed delta's restricted
-reads at the old and new snapshots, groups recomputed from the sources, a self-join's
-terms, and the terms of the other moved sources, which read it at its new snapshot before
-their own occurrence and at its old one after: sql/delta.py), it is read whole at both
-ends too, within the same limit. The view's expressions must pass the portability gate
-(sql/portable/) over those tables' types. The same delta and merge trees then run as on
-Spark (sql/delta.py, refresh/patch/), in the Spark session's time zone. A Spark session
-in ANSI mode (however it was set: engine/semantics.py) sends every delta to Spark: there
-an overflow, an invalid cast or a division by zero fails the refresh, where DuckDB as
-configured here would answer. A top-N view and anything else go to Spark, and the
-refusal's reason is reported with the refresh (`engine=spark`, `engine_reason`); so does
-any refusal met while running (more rows than the limits, a construct the gate refuses in
-a merge tree, a DuckDB error such as an overflow Spark would wrap).
+The embedded engine (DuckDB on the driver, refresh/embedded/executor.py) takes a small
+change: each moved source's change rows read with pyiceberg (appended rows, shared
+across MVs; or the signed rows of a range with deletes, refresh/embedded/changes.py,
+while each read scans at most `refresh.embedded_read_max_rows` rows, estimated from the
+manifests, and at most `refresh.embedded_max_rows` rows changed in all), and every other
+table the view reads read whole at its pinned snapshot (at most
+`refresh.embedded_join_max_rows` rows each, shared across MVs). Where the trees read a
+moved table itself (a keyed delta's restricted reads at the old and new snapshots,
+groups recomputed from the sources, a self-join's terms, and the terms of the other
+moved sources, which read it at its new snapshot before their own occurrence and at its
+old one after: sql/delta.py), it is read whole at both ends too, within the same limit.
+The view's expressions must pass the portability gate (sql/portable/) over those tables'
+types. The same delta and merge trees then run as on Spark (sql/delta.py,
+refresh/patch/), in the Spark session's time zone. A Spark session in ANSI mode (however
+it was set: engine/semantics.py) sends every delta to Spark: there an overflow, an
+invalid cast or a division by zero fails the refresh, where DuckDB as configured here
+would answer. A top-N view's reach test runs here too, over the stored rows held whole
+(patch/top_n.py). Anything else goes to Spark, and the refusal's reason is reported with
+the refresh (`engine=spark`, `engine_reason`); so does any refusal met while running
+(more rows than the limits, a construct the gate refuses in a merge tree, a DuckDB error
+such as an overflow Spark would wrap).
 """
 
 from __future__ import annotations
@@ -195,9 +197,6 @@ def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute |
             f"{appended} changed rows > {max_rows} "
             "(refresh.embedded_max_rows, driver_commit_max_rows)"
         )
-    analysis = plan.analysis
-    if not isinstance(analysis, AggregateAnalysis) and analysis.top_n is not None:
-        return "a top-N view"
     base = plan.base
     recomputes = plan.may_recompute_groups  # the sources held at both snapshots
     reads: list[SourceRead] = []

@@ -32,11 +32,11 @@ class Executor(Protocol):
         """`query`'s rows as Arrow; None if there are more than `max_rows`."""
 
     def stored(
-        self, target: PatchTarget, keys: str, key_columns: list[tuple[str, str]]
+        self, target: PatchTarget, keys: str | None, key_columns: list[tuple[str, str]]
     ) -> PatchTarget:
-        """The storage rows a keyed patch reads: `target` as is (Spark reads the table), or
+        """The storage rows a patch reads: `target` as is (Spark reads the table), or
         the rows of the files whose bounds admit the keys of relation `keys` (`key_columns`:
-        storage column, key column), held by the executor."""
+        storage column, key column; `keys` None: every file), held by the executor."""
 
     def drop(self) -> None:
         """Forget every relation registered."""

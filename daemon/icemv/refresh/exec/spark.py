@@ -49,7 +49,7 @@ class SparkExecutor:
         return collect_bounded(self.spark.sql(query.sql(dialect="spark")), max_rows)
 
     def stored(
-        self, target: PatchTarget, keys: str, key_columns: list[tuple[str, str]]
+        self, target: PatchTarget, keys: str | None, key_columns: list[tuple[str, str]]
     ) -> PatchTarget:
         return target  # Spark reads the whole storage table at the planned snapshot
 

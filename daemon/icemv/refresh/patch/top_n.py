@@ -1,29 +1,26 @@
 """Top-N views (sql/top_n.py): view rows gained or lost that cannot reach the top n write
 nothing.
 
-One Spark query decides: the stored rows (tag 0) and the delta's view rows, gained and
-lost alike (tag 1), sorted by the view's ORDER BY, delta rows first among equals; if a tag
-1 is among the first n, a changed row reaches the stored top n (or ties its n-th row, or
-fewer than n rows are stored) and the view is recomputed (`top-n-reached`). Otherwise the
-stored rows still are the answer: an empty patch, the refresh recorded at the new source
-snapshots.
+One query decides (on Spark, or on DuckDB over the storage rows it holds): the stored
+rows (tag 0) and the delta's view rows, gained and lost alike (tag 1), sorted by the
+view's ORDER BY, delta rows first among equals; if a tag 1 is among the first n, a
+changed row reaches the stored top n (or ties its n-th row, or fewer than n rows are
+stored) and the view is recomputed (`top-n-reached`). Otherwise the stored rows still
+are the answer: an empty patch, the refresh recorded at the new source snapshots.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from icemv.errors import FullRefreshRequiredError
 from icemv.format.summary import RefreshReason
+from icemv.refresh.exec import Executor
 from icemv.refresh.patch.model import DriverPatch, PatchTarget
 from icemv.refresh.patch.sqltree import aliased, col, num, subquery
 from icemv.sql.top_n import TopN
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 APPENDED = "__icemv_appended"
 
@@ -53,7 +50,7 @@ def reach_query(
 
 
 def unreached_patch(
-    spark: SparkSession,
+    views: Executor,
     top_n: TopN,
     appended: exp.Query,
     names: Sequence[str],
@@ -62,9 +59,11 @@ def unreached_patch(
     """An empty patch if no changed view row (`appended`: the weighted delta, either sign)
     reaches the top n; else FullRefreshRequiredError."""
     storage = target.table.schema()
+    target = views.stored(target, None, [])  # the top n rows: the whole storage table
     query = reach_query(top_n, appended, names, storage.column_names, target.at_plan("s"))
-    reached = spark.sql(query.sql(dialect="spark")).collect()[0][0]
-    if reached == 1:
+    rows = views.collect(query, 1)
+    assert rows is not None  # an aggregate: one row
+    if rows.column(0)[0].as_py() == 1:
         raise FullRefreshRequiredError(
             RefreshReason.TOP_N_REACHED,
             f"a row gained or lost sorts before or ties the stored n-th row ({top_n.describe()})",

@@ -39,7 +39,10 @@ Where the engines differ, and what the gate does about it:
   at most 15 digits, TIMESTAMP to DATE and back, integers and dates to strings, ISO date
   and timestamp literals. An integer literal in DECIMAL arithmetic is typed by its digits,
   as Spark does. A string literal cast to a number has one value, computed at plan time
-  as Spark does (sql/string_casts.py) and rendered as an exact literal.
+  as Spark does (sql/string_casts.py) and rendered as an exact literal. A string cast to
+  an integer type, and a string compared with an integer (Spark casts the string), by
+  Spark's grammar written out (string_numbers.py: blanks trimmed, a fraction truncated,
+  NULL past the range).
 - strings: CONCAT and `||` are NULL when an argument is (`||` in both); ordering is binary
   in both; LIKE only with a literal pattern without escapes; SUBSTR with literal positions
   from 1; regular expressions (RLIKE, regexp_extract, regexp_replace) only of a literal
@@ -51,12 +54,15 @@ Where the engines differ, and what the gate does about it:
 - NULL ordering: Spark puts NULLs first ascending and last descending; a window's ORDER
   BY is written out that way for DuckDB (sqlglot's dialects). Windows: ranks, LAG/LEAD and
   aggregates over the default frame; explicit frames refused. ORDER BY and LIMIT of a
-  SELECT: refused.
+  SELECT: an integer row count, and no floating-point key (which engine tells -0.0 from
+  0.0 is not checked), NULLs placed as the tree says.
 - subqueries (EXISTS, IN, scalar; correlated or not) as the same SQL: EXISTS is two-valued
   in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` and
-  `NOT (x IN (SELECT ...))` only where a WHERE tests its truth alone: under AND/OR, as a
-  CASE/IF condition or branch (elsewhere Spark gives FALSE where SQL, and DuckDB, give
-  NULL, and its optimiser moves NOTs: `_filters`).
+  `NOT (x IN (SELECT ...))` where a WHERE tests its truth alone: under AND/OR, as a
+  CASE/IF condition or branch (`_filters`); and `x IN (SELECT ...)` in a projection under
+  no NOT, as `COALESCE(x IN (SELECT ...), FALSE)`: there Spark gives FALSE where SQL, and
+  DuckDB, give NULL (`_valued`). Elsewhere refused: Spark's optimiser moves NOTs onto the
+  IN, where its NULL-aware NOT IN is not the NOT of its IN.
 - WITH: each CTE gated like a query (a column list renames its columns), its name hiding
   a relation's; recursive WITH refused.
 - generators: `LATERAL VIEW explode(sequence(a, b))` (counting down when a > b, as Spark's

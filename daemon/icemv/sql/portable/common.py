@@ -82,7 +82,8 @@ _TRUNC_UNITS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MI
 _PARTS = (exp.Year, exp.Quarter, exp.Month, exp.Day, exp.DayOfMonth, exp.Hour, exp.Minute,
           exp.Second)  # fmt: skip
 _SELECT_PARTS = frozenset({"expressions", "from_", "joins", "where", "group", "having",
-                           "laterals", "hint", "distinct", "with_"})  # fmt: skip
+                           "laterals", "hint", "distinct", "with_", "order",
+                           "limit"})  # fmt: skip
 _UNION_PARTS = frozenset({"this", "expression", "distinct", "with_"})
 
 

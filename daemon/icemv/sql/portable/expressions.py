@@ -26,6 +26,7 @@ from icemv.sql.portable.common import (
 )  # fmt: skip
 from icemv.sql.portable.division import _decimal_division, _half_way
 from icemv.sql.portable.scalars import Scalars
+from icemv.sql.portable.string_numbers import integral_of_string
 from icemv.sql.spark_types import (
     BIGINT,
     BOOLEAN,
@@ -76,6 +77,8 @@ class Expressions(Scalars, Aggregates):
                 literal = exp.null() if text is None else exp.Literal.string(text)
                 return _cast(literal, target), target
         rendered, source = self.typed(value)
+        if source == STRING and target.integral:
+            return integral_of_string(rendered, target), target
         if not _safe_cast(source, target):
             raise _refuse(node, f"CAST from {source.describe()} to {target.describe()}")
         return _cast(rendered, target), target
@@ -137,6 +140,11 @@ class Expressions(Scalars, Aggregates):
     # -- predicates --------------------------------------------------------------------
     def comparison(self, node: exp.Binary) -> tuple[exp.Expr, SparkType]:
         parts, kinds = self._literals_as_dates(*self.each([node.this, node.expression]))
+        integral = next((k for k in kinds if k.integral), None)
+        if integral is not None and STRING in kinds:  # Spark casts the string
+            parts = [integral_of_string(p, integral) if k == STRING else p
+                     for p, k in zip(parts, kinds, strict=True)]  # fmt: skip
+            kinds = [integral, integral]
         left, right = self._comparable(node, parts, kinds)
         return _rebuilt(node, this=left, expression=right), BOOLEAN
 
@@ -188,14 +196,18 @@ class Expressions(Scalars, Aggregates):
             raise _refuse(node, "IN UNNEST (Spark only)")
         query = node.args.get("query")
         if query is not None:
-            if id(node) not in self.filtering:
-                raise _refuse(node, "IN (SELECT ...) other than as a filter (Spark's NULLs)")
+            valued = id(node) in self.valued
+            if id(node) not in self.filtering and not valued:
+                raise _refuse(node, "IN (SELECT ...) under a NOT outside a filter (Spark's NULLs)")
             value, kind = self.typed(node.this)
             inner, columns = self.gate.query(query, self.scope)
             if len(columns) != 1:
                 raise _refuse(node, "IN over a subquery of several columns")
             self.joint(node, [kind, columns[0][1]])  # values DuckDB compares exactly too
-            return exp.In(this=value, query=inner), BOOLEAN
+            tested: exp.Expr = exp.In(this=value, query=inner)
+            if valued:  # Spark's NULL is FALSE here
+                tested = exp.Coalesce(this=tested, expressions=[exp.false()])
+            return tested, BOOLEAN
         rendered, kinds = self._literals_as_dates(*self.each([node.this, *node.expressions]))
         rendered = self._comparable(node, rendered, kinds)
         return exp.In(this=rendered[0], expressions=rendered[1:]), BOOLEAN

@@ -191,6 +191,7 @@ class Gate:
             copy.set("having", exp.Having(this=condition))
         projections: list[exp.Expr] = []
         columns: list[tuple[str, SparkType]] = []
+        expr.valued = {id(n) for p in node.expressions for n in p.find_all(exp.In) if _valued(n, p)}
         for projection in node.expressions:
             if isinstance(projection, exp.Star) or (
                 isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
@@ -210,6 +211,12 @@ class Gate:
         if node.args.get("distinct") and any(k.floating for _, k in columns):
             raise _refuse(node, "DISTINCT over floating-point values")
         copy.set("expressions", projections)
+        order = node.args.get("order")
+        if order is not None:
+            copy.set("order", exp.Order(expressions=[_ordered(expr, o) for o in order.expressions]))
+        limit = node.args.get("limit")
+        if limit is not None:
+            copy.set("limit", _limit(limit))
         return copy, columns
 
     def _relation(self, node: exp.Expr, scope: _Scope) -> exp.Expr:
@@ -376,6 +383,24 @@ _ELEMENT_KINDS = frozenset({
 })  # fmt: skip
 
 
+def _valued(node: exp.In, projection: exp.Expr) -> bool:
+    """Whether `x IN (SELECT ...)` in `projection` has Spark's value in a projection, SQL's
+    with NULL as FALSE (Spark 3.5 plans it as an existence join: TRUE exactly when SQL's IN
+    is), which `COALESCE(x IN (SELECT ...), FALSE)` renders: above it only parentheses,
+    AND, OR and CASE/IF. No NOT: `NOT (x IN s)` is null-aware (TRUE exactly when SQL's NOT
+    IN is, not when SQL's IN is not TRUE), and Spark's optimiser moves a NOT higher up onto
+    the IN (`NOT (f OR x IN s)` becomes `NOT f AND NOT (x IN s)`)."""
+    if node.args.get("query") is None:
+        return False
+    above: exp.Expr = node
+    while above is not projection:
+        parent = above.parent
+        if not isinstance(parent, exp.Paren | exp.Alias | exp.And | exp.Or | exp.If | exp.Case):
+            return False
+        above = parent
+    return True
+
+
 def _filters(node: exp.In, where: exp.Where) -> bool:
     """Whether only the truth of `x IN (...)` (or of `NOT (x IN (...))`) counts: above it
     up to the WHERE only AND, OR, parentheses and branches of CASE/IF whose value is
@@ -403,3 +428,27 @@ def _filters(node: exp.In, where: exp.Where) -> bool:
         if parent is None or not (default or isinstance(parent, exp.And | exp.Or | exp.Paren)):
             return False
         above = parent
+
+
+def _ordered(expr: Expressions, node: exp.Expr) -> exp.Expr:
+    """An ORDER BY term whose order both engines agree on: NULLs placed as the tree says
+    (sqlglot keeps Spark's default placement on the node, DuckDB's output spells it), and
+    no floating-point key (engines may tell -0.0 and 0.0 apart) or complex one."""
+    if not isinstance(node, exp.Ordered):
+        raise _refuse(node, "an ORDER BY term")
+    value, kind = expr.typed(node.this)
+    if kind.floating or kind.kind == "complex":
+        raise _refuse(node, "ORDER BY a floating-point or complex value")
+    return _rebuilt(node, this=value)
+
+
+def _limit(node: exp.Expr) -> exp.Expr:
+    """LIMIT n of an integer literal (a row count both engines take alike)."""
+    count = node.args.get("expression")
+    if (
+        not isinstance(node, exp.Limit)
+        or node.args.get("offset")
+        or not (isinstance(count, exp.Literal) and not count.is_string and count.this.isdigit())
+    ):
+        raise _refuse(node, "a LIMIT other than a row count")
+    return node.copy()
