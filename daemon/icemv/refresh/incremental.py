@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import structlog
@@ -247,13 +247,13 @@ def _shaped(
     if not isinstance(analysis, AggregateAnalysis):
         delta = rows_delta(analysis, inputs)
         if delta is None:
-            raise _no_term_error(plan.moved)
+            return _unchanged(plan, inputs, target)
         if analysis.top_n is not None:  # a changed row reaching the top n: full refresh
             return unreached_patch(views, analysis.top_n, delta, analysis.output_columns, target)
         return rows_patch(views, delta, outputs, target, plan.insert_only)
     pre_delta = pre_aggregation_delta(analysis, inputs)
     if pre_delta is None:
-        raise _no_term_error(plan.moved)
+        return _unchanged(plan, inputs, target)
     with_deletes = plan.with_deletes
     state = plan.base.state_columns
 
@@ -284,10 +284,16 @@ def _schema(plan: IncrementalPlan, identifier: Identifier) -> Schema | None:
     return read_schema(plan.base.reads.load_table(identifier), change)
 
 
-def _no_term_error(moved: Iterable[Identifier]) -> RuntimeError:
-    """A moved source that no table occurrence of the query matches: a naming bug."""
-    names = ", ".join(str(i) for i in moved)
-    return RuntimeError(f"the view query reads none of the changed sources {names}")
+def _unchanged(plan: IncrementalPlan, inputs: DeltaInputs, target: PatchTarget) -> DriverPatch:
+    """No delta term: a keyed view whose moved sources only subqueries no key bounds read
+    (no occurrence touches a key: `touched_keys_query`), each such subquery shown to have
+    the same value at both snapshots by the plan (`_unless_unchanged_subqueries`, which
+    otherwise recomputes): every row of the view is as it was, an empty patch. Elsewhere a
+    moved source that no table occurrence of the query matches: a naming bug."""
+    if not needs_keyed_delta(plan.analysis, inputs):
+        names = ", ".join(str(i) for i in plan.moved)
+        raise RuntimeError(f"the view query reads none of the changed sources {names}")
+    return DriverPatch(0, 0, target.table.schema().as_arrow().empty_table())
 
 
 def _write(
