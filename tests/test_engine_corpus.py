@@ -221,6 +221,13 @@ QUERIES = [
         "SELECT r AS k, any_value(ts) AS a, any_value(h) AS c, any_value(x) AS d FROM edge "
         "GROUP BY r",
     ]),
+    # MEDIAN of 32-bit integers (the extremes, an even count, NULLs, no rows)
+    *(MEDIANS := [
+        "SELECT f AS k, median(i) AS a, median(r) AS c FROM edge GROUP BY f",
+        "SELECT median(i) AS a, median(r % 4) AS c FROM edge",
+        "SELECT median(i) AS a FROM edge WHERE r < 0",
+    ]),
+    "SELECT median(b) AS a, median(m) AS c FROM edge",  # wider: refused
     # windows: ranks, LAG/LEAD, partition and running aggregates (NULLs ordered as Spark)
     "SELECT r AS k, row_number() OVER (PARTITION BY f ORDER BY r) AS a, "
     "rank() OVER (ORDER BY s) AS c, dense_rank() OVER (ORDER BY x DESC) AS d FROM edge",
@@ -242,9 +249,16 @@ QUERIES = [
         "SELECT r AS k, (e.f OR e.s IN (SELECT o.s FROM edge o WHERE o.r < 0)) AS a, "
         "CASE WHEN e.f THEN e.i IN (SELECT o.i FROM edge o WHERE o.f) ELSE e.f AND "
         "e.i IN (SELECT o.b FROM edge o) END AS c FROM edge e",
+        # a NOT right above: Spark's null-aware NOT IN, NULL as FALSE
+        "SELECT r AS k, NOT (e.i IN (SELECT o.i FROM edge o WHERE o.r < 4)) AS a FROM edge e",
+        "SELECT r AS k, e.f OR NOT (e.b IN (SELECT o.b FROM edge o WHERE o.r > e.r)) AS a, "
+        "NOT (e.i IN (SELECT o.i FROM edge o WHERE o.r < 0)) AS c FROM edge e",
+        # integers and strings compare as strings in an IN
+        "SELECT r AS k, e.s IN (SELECT o.i FROM edge o) AS a, e.i IN (SELECT o.s FROM edge o) "
+        "AS c, e.r IN ('1', '02', e.s) AS d, e.s IN (1, 2, e.b) AS g FROM edge e",
     ]),
-    # under a NOT: Spark's NOT IN is null-aware, not the NOT of its IN (refused)
-    "SELECT r AS k, NOT (e.i IN (SELECT o.i FROM edge o WHERE o.r < 4)) AS a FROM edge e",
+    # a NOT further up: Spark moves it onto the IN (refused)
+    "SELECT r AS k, e.f AND NOT (e.f OR e.i IN (SELECT o.i FROM edge o)) AS a FROM edge e",
     # ORDER BY ... LIMIT: NULLs first ascending, last descending, as Spark places them
     *(ORDERED := [
         "SELECT r AS k, s AS a FROM edge ORDER BY s DESC, r LIMIT 3",
@@ -484,6 +498,7 @@ def test_every_admitted_expression_is_computed_as_spark_computes_it(engines: Any
         *ANY_VALUES,
         *JOINED_GENERATORS,
         *VALUED_INS,
+        *MEDIANS,
         *ORDERED,
     ]
     not_admitted = {c: outcomes[c] for c in meant if outcomes[c] != "same"}

@@ -53,6 +53,11 @@ PATTERNS = [".", "a.c", "^a", "b$", "\\d+", "\\s", "\\S+", "\\w+", "[a-c]+", "[^
             "(a|b)+", "(\\w)(\\w)?", "a*", "x?", "ß|日", "(?:ab)+", ".*", "[\\s,]", "\\.",
             "a{1,2}", "e\u0301", "(.)$", "^$", "\\W", "(b)(c)?"]  # fmt: skip
 REPLACEMENTS = ["", "X", "<$0>", "$1", "\\$", "[$2]"]
+# Java date-time patterns (date_format takes these; some refused).
+DATETIME_PATTERNS = ["yyyy-MM-dd", "y", "yy", "yyyy-MM-dd HH:mm:ss", "SSSSSS",
+                     "yyyy-MM-dd'T'HH:mm:ss.SSS", "MMM d, yyyy", "MMMM", "M/d/yy", "h:mm a",
+                     "hh", "H", "EEE", "EEEE", "E", "DDD", "D", "'week''s' %", "dd.MM.yyyy",
+                     "YYYY", "ww", "z", "yyyyy", "HH:mm:ss.SSSSSS", "m s"]  # fmt: skip
 # Spark's own trees: their arguments are any values of one type.
 TREES = ["nvl2(s, i, b)", "nvl2(x, m, h)", "nvl2(d, ts, ts)", "nullif(i, b)", "nullif(s, t)",
          "nullif(m, 0)", "nullif(x, 0.0)"]  # fmt: skip
@@ -158,11 +163,13 @@ def calls(function: Function) -> list[str]:
         choices.append(options)
     every = [list(c) for c in itertools.product(*choices)]
     random.Random(function.name).shuffle(every)
-    many = 48 if any("Java pattern" in a.literal_is for a in function.arguments) else 16
+    many = 48 if any("pattern" in a.literal_is for a in function.arguments) else 16
     return [_call(function, arguments) for arguments in every[:many]]
 
 
 def _options(argument: Argument) -> list[str]:
+    if "date-time pattern" in argument.literal_is:
+        return [exp.Literal.string(p).sql(dialect="spark") for p in DATETIME_PATTERNS]
     if "Java pattern" in argument.literal_is:
         return [exp.Literal.string(p).sql(dialect="spark") for p in PATTERNS]
     if "$n" in argument.literal_is:
@@ -319,6 +326,7 @@ def test_each_admitted_function_is_spark_s_value_for_generated_arguments(
     relations = {"fargs": {field.name: of_arrow(field.type) for field in table.schema}}
     cases = {f.name: calls(f) for f in FUNCTIONS if f.spark_tree is None and _in_zone(f, zone)}
     cases["trees"] = TREES
+    cases["dates formatted"] = ["date_format(d, 'yyyy-MM-dd HH:mm')", "date_format(d, 'EEE D')"]
     if zone == "UTC":
         cases["conversions"] = CONVERSIONS
     every = [c for group in cases.values() for c in group]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from icemv.sql.datetime_patterns import strftime_of
 from icemv.sql.regex import Untranslatable, replacement, translate
 from icemv.sql.spark_types import BIGINT, BOOLEAN, DATE, INT, STRING, TIMESTAMP, SparkType
 
@@ -248,6 +249,20 @@ def _replace(value: exp.Expr, pattern: exp.Expr, by: exp.Expr) -> exp.Expr:
 
 
 _REGEX = "a literal Java pattern in the subset RE2 matches alike (sql/regex.py)"
+_DATETIME = "a literal Java date-time pattern of the letters sql/datetime_patterns.py admits"
+
+
+def _date_format(value: exp.Expr, pattern: exp.Expr) -> exp.Expr:
+    """strftime of the translated pattern; a year outside 1000-9999 raises in DuckDB
+    (Spark computes the refresh) where the pattern prints the year."""
+    translated = strftime_of(_pattern(pattern))
+    formatted = call("strftime", value, exp.Literal.string(translated.text))
+    if not translated.year:
+        return formatted
+    year = call("year", value)
+    outside = exp.Not(this=exp.Between(this=year, low=_num(1000), high=_num(9999)))
+    fail = call("error", exp.Literal.string("a year date_format prints otherwise"))
+    return exp.Case(ifs=[exp.If(this=outside, true=fail)], default=formatted)
 
 
 def _pad(name: str, left: bool) -> Function:
@@ -283,6 +298,11 @@ FUNCTIONS: tuple[Function, ...] = (
              lambda d: call("dayofyear", d)),
     Function("weekofyear", exp.WeekOfYear, (Argument("this", DATE_LIKE),), INT,
              lambda d: call("weekofyear", d), note="ISO 8601 weeks in both"),
+    Function("date_format", exp.TimeToStr,
+             (Argument("this", TIMESTAMPS),
+              Argument("format", STRINGS, _literal_string(True), _DATETIME)),
+             STRING, _date_format, forbidden_args=("culture", "zone"),
+             note="a DATE at midnight; the session zone's local time"),
     Function("last_day", exp.LastDay, (Argument("this", DATES),), DATE,
              lambda d: call("last_day", d)),
     Function("datediff", exp.DateDiff, (Argument("this", DATES), Argument("expression", DATES)),
@@ -430,8 +450,10 @@ REFUSED: dict[str, str] = {
     "expressions and DuckDB's RE2 differ outside the subset of sql/regex.py "
     "(back-references, look-around, inline flags, `\\b`, `\\p{...}`, possessive "
     "quantifiers, `$` where the match's text counts); a pattern that is not a literal",
-    "date_format, from_unixtime, to_date(s, fmt), to_timestamp": "Java's date-time patterns "
-    "are not yet translated pattern by pattern",
+    "date_format with other patterns": "zones and offsets, week-based fields, eras, "
+    "quarters, optional sections and letters counted otherwise are not translated",
+    "from_unixtime, to_date(s, fmt), to_timestamp(s, fmt), unix_timestamp(s, fmt)": "parsing "
+    "strings with Java's patterns (and Spark's lenient fallbacks) is not translated",
     "to_date(s), CAST(s AS DATE) of a column": "Spark's lenient parsing of strings "
     "(`2024-1-5`, trailing text) differs from DuckDB's",
     "months_between, next_day": "not yet proven equal on generated values",

@@ -98,6 +98,7 @@ class ViewGen:
             f"weekofyear({self.expr(scope, 'timestamp', depth)})",
             f"datediff({self.expr(scope, 'date', depth)}, {self.expr(scope, 'date', depth)})",
             f"pmod({a}, 7)", f"instr({self.expr(scope, 'string', depth)}, 'a')",
+            f"CAST({self.expr(scope, 'string', depth)} AS INT)",
         ])  # fmt: skip
 
     def _bigint_expr(self, scope: list[Ref], depth: int) -> str:
@@ -132,6 +133,8 @@ class ViewGen:
             f"reverse({a})", f"lpad({a}, 4, '*')", f"replace({a}, 'a', 'b')",
             f"split_part({a}, ',', 1)", f"md5({a})", f"regexp_replace({a}, '[aeiou]+', '_')",
             f"regexp_extract({a}, '([a-c]+)(x)?', 1)",
+            f"date_format({self.expr(scope, 'timestamp', depth)}, 'yyyy-MM-dd HH:mm')",
+            f"date_format({self.expr(scope, 'date', depth)}, 'MMM d, EEE')",
         ])  # fmt: skip
 
     def _date_expr(self, scope: list[Ref], depth: int) -> str:

@@ -59,10 +59,11 @@ Where the engines differ, and what the gate does about it:
 - subqueries (EXISTS, IN, scalar; correlated or not) as the same SQL: EXISTS is two-valued
   in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` and
   `NOT (x IN (SELECT ...))` where a WHERE tests its truth alone: under AND/OR, as a
-  CASE/IF condition or branch (`_filters`); and `x IN (SELECT ...)` in a projection under
-  no NOT, as `COALESCE(x IN (SELECT ...), FALSE)`: there Spark gives FALSE where SQL, and
-  DuckDB, give NULL (`_valued`). Elsewhere refused: Spark's optimiser moves NOTs onto the
-  IN, where its NULL-aware NOT IN is not the NOT of its IN.
+  CASE/IF condition or branch (`_filters`); and `x IN (SELECT ...)` or `NOT (x IN (SELECT
+  ...))` in a projection under no other NOT, as `COALESCE(..., FALSE)`: there Spark gives
+  FALSE where SQL, and DuckDB, give NULL (`_valued`). Elsewhere refused: Spark's
+  optimiser moves NOTs onto the IN, where its NULL-aware NOT IN is not the NOT of its IN.
+  Integers and strings in an IN (a list or a subquery) compare as strings, as in Spark.
 - WITH: each CTE gated like a query (a column list renames its columns), its name hiding
   a relation's; recursive WITH refused.
 - generators: `LATERAL VIEW explode(sequence(a, b))` (counting down when a > b, as Spark's

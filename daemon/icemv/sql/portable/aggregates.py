@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from icemv.sql import decimals
+from icemv.sql.functions import call
 from icemv.sql.portable.base import Base
 from icemv.sql.portable.common import _cast, _rebuilt, _refuse, spark_type_of
 from icemv.sql.spark_types import (
@@ -82,6 +83,19 @@ class Aggregates(Base):
         if kind.kind in ("complex", "binary"):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
         return _rebuilt(node, this=inner), kind
+
+    def median(self, node: exp.Median) -> tuple[exp.Expr, SparkType]:
+        """MEDIAN(x) of integers of at most 32 bits: Spark's `percentile(x, 0.5)` is the
+        middle value, or of the two middle ones `0.5 * lo + 0.5 * hi` in DOUBLE; DuckDB's
+        `quantile_cont` of the values as DOUBLE is `lo + (hi - lo) * 0.5`. Both are the
+        real (lo + hi) / 2 rounded once (every step before the last is exact for such
+        integers), so the same DOUBLE. Wider integers, DECIMAL (DuckDB interpolates in
+        DECIMAL), DOUBLE and DISTINCT: refused."""
+        inner, kind = self.typed(node.this)
+        if isinstance(node.this, exp.Distinct) or kind.kind not in ("tinyint", "smallint", "int"):
+            raise _refuse(node, f"MEDIAN of {kind.describe()} (only integers of 32 bits)")
+        values = _cast(inner, DOUBLE)
+        return call("quantile_cont", values, exp.Literal.number("0.5")), DOUBLE
 
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN

@@ -46,8 +46,8 @@ class Base:
         # IN subqueries whose truth alone counts (under AND/OR in a WHERE): Spark gives
         # FALSE where SQL (and DuckDB) give NULL (`NULL IN (SELECT ...)` in a projection).
         self.filtering: set[int] = set()
-        # IN subqueries in a projection with no NOT above them: Spark's value there is
-        # SQL's with NULL as FALSE (`_valued`), rendered so.
+        # IN subqueries in a projection (or the NOT right above one) whose Spark value is
+        # SQL's with NULL as FALSE (queries.py `_valued`), rendered so.
         self.valued: set[int] = set()
         # The SELECT groups by GROUPING SETS, ROLLUP or CUBE: GROUPING() means something.
         self.grouping_sets = False

@@ -182,7 +182,10 @@ class Expressions(Scalars, Aggregates):
             for key in ("this", "expression")
             if isinstance(child := node.args.get(key), exp.Expr)
         }
-        return _rebuilt(node, **children), BOOLEAN
+        rendered = _rebuilt(node, **children)
+        if id(node) in self.valued:  # NOT (x IN (SELECT ...)) in a projection: NULL is FALSE
+            rendered = exp.Coalesce(this=rendered, expressions=[exp.false()])
+        return rendered, BOOLEAN
 
     def is_(self, node: exp.Is) -> tuple[exp.Expr, SparkType]:
         inner, _ = self.typed(node.this)
@@ -198,17 +201,27 @@ class Expressions(Scalars, Aggregates):
         if query is not None:
             valued = id(node) in self.valued
             if id(node) not in self.filtering and not valued:
-                raise _refuse(node, "IN (SELECT ...) under a NOT outside a filter (Spark's NULLs)")
+                raise _refuse(node, "IN (SELECT ...) whose NULL Spark reads otherwise")
             value, kind = self.typed(node.this)
             inner, columns = self.gate.query(query, self.scope)
             if len(columns) != 1:
                 raise _refuse(node, "IN over a subquery of several columns")
-            self.joint(node, [kind, columns[0][1]])  # values DuckDB compares exactly too
+            (name, column), texts = columns[0], _as_strings([kind, columns[0][1]])
+            if texts:  # Spark compares an integer and a string as strings here
+                if texts[0]:
+                    value, kind = _cast(value, STRING), STRING
+                else:
+                    inner, column = _strings_of(inner, name), STRING
+            self.joint(node, [kind, column])  # values DuckDB compares exactly too
             tested: exp.Expr = exp.In(this=value, query=inner)
             if valued:  # Spark's NULL is FALSE here
                 tested = exp.Coalesce(this=tested, expressions=[exp.false()])
             return tested, BOOLEAN
         rendered, kinds = self._literals_as_dates(*self.each([node.this, *node.expressions]))
+        texts = _as_strings(kinds)
+        if texts:  # Spark compares integers and strings in a list as strings
+            rendered = [_cast(r, STRING) if t else r for r, t in zip(rendered, texts, strict=True)]
+            kinds = [STRING if t else k for k, t in zip(kinds, texts, strict=True)]
         rendered = self._comparable(node, rendered, kinds)
         return exp.In(this=rendered[0], expressions=rendered[1:]), BOOLEAN
 
@@ -376,6 +389,7 @@ _HANDLERS: dict[type[exp.Expr], Handler] = {
     exp.Least: Expressions.extremum,  # type: ignore[dict-item]
     exp.Round: Expressions.round,  # type: ignore[dict-item]
     exp.TsOrDsToDate: Expressions.to_date,
+    exp.TimeStrToTime: Expressions.as_timestamp,
     exp.TsOrDsAdd: Expressions.date_add,  # type: ignore[dict-item]
     exp.TimestampTrunc: Expressions.trunc,  # type: ignore[dict-item]
     **{part: Expressions.date_part for part in _PARTS},  # type: ignore[misc]
@@ -388,6 +402,7 @@ _HANDLERS: dict[type[exp.Expr], Handler] = {
     exp.Stddev: Expressions.average,
     exp.StddevPop: Expressions.average,
     exp.StddevSamp: Expressions.average,
+    exp.Median: Expressions.median,  # type: ignore[dict-item]
     exp.Min: Expressions.extreme,
     exp.Max: Expressions.extreme,
     exp.LogicalAnd: Expressions.logical_aggregate,
@@ -398,3 +413,26 @@ _HANDLERS: dict[type[exp.Expr], Handler] = {
 }
 
 Expressions.handlers = _HANDLERS
+
+
+def _as_strings(kinds: Sequence[SparkType]) -> list[bool]:
+    """Which values of an IN Spark casts to strings (its wider common type of integers
+    and strings is STRING; an integer's text is the same in DuckDB), or none."""
+    present = {k.kind for k in kinds} - {"null"}
+    if "string" not in present or not any(k.integral for k in kinds):
+        return []
+    if not all(k == STRING or k.integral or k.kind == "null" for k in kinds):
+        return []
+    return [k.integral for k in kinds]
+
+
+def _strings_of(query: exp.Expr, name: str) -> exp.Expr:
+    """A one-column subquery's values as strings."""
+    if not name:
+        raise _refuse(query, "IN over an unnamed column of another type")
+    body = query.this if isinstance(query, exp.Subquery) else query
+    column = exp.column(name, table="__icemv_in", quoted=True)
+    strings = exp.select(_cast(column, STRING)).from_(
+        exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier("__icemv_in")))
+    )
+    return exp.Subquery(this=strings)

@@ -191,7 +191,13 @@ class Gate:
             copy.set("having", exp.Having(this=condition))
         projections: list[exp.Expr] = []
         columns: list[tuple[str, SparkType]] = []
-        expr.valued = {id(n) for p in node.expressions for n in p.find_all(exp.In) if _valued(n, p)}
+        for projection in node.expressions:
+            for found in projection.find_all(exp.In):
+                at = _valued(found, projection)
+                if at is not None:
+                    expr.valued.add(id(at))
+                    if at is not found:  # the NOT right above it: the IN itself bare
+                        expr.filtering.add(id(found))
         for projection in node.expressions:
             if isinstance(projection, exp.Star) or (
                 isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
@@ -383,22 +389,27 @@ _ELEMENT_KINDS = frozenset({
 })  # fmt: skip
 
 
-def _valued(node: exp.In, projection: exp.Expr) -> bool:
-    """Whether `x IN (SELECT ...)` in `projection` has Spark's value in a projection, SQL's
-    with NULL as FALSE (Spark 3.5 plans it as an existence join: TRUE exactly when SQL's IN
-    is), which `COALESCE(x IN (SELECT ...), FALSE)` renders: above it only parentheses,
-    AND, OR and CASE/IF. No NOT: `NOT (x IN s)` is null-aware (TRUE exactly when SQL's NOT
-    IN is, not when SQL's IN is not TRUE), and Spark's optimiser moves a NOT higher up onto
-    the IN (`NOT (f OR x IN s)` becomes `NOT f AND NOT (x IN s)`)."""
+def _valued(node: exp.In, projection: exp.Expr) -> exp.Expr | None:
+    """The node of `projection` to render as `COALESCE(node, FALSE)` for `x IN (SELECT
+    ...)` to have Spark's value in a projection, or None (refused). Spark 3.5 plans it as
+    an existence join: `x IN s` is TRUE exactly when SQL's IN is, else FALSE (never NULL),
+    and `NOT (x IN s)` null-aware, TRUE exactly when SQL's NOT IN is, else FALSE. So the IN,
+    or a NOT right above it, is that node, when above them there are only parentheses, AND,
+    OR and CASE/IF: no other NOT, which Spark's optimiser would move onto the IN
+    (`NOT (f OR x IN s)` becomes `NOT f AND NOT (x IN s)`)."""
     if node.args.get("query") is None:
-        return False
+        return None
     above: exp.Expr = node
+    while isinstance(above.parent, exp.Paren):
+        above = above.parent
+    valued: exp.Expr = above.parent if isinstance(above.parent, exp.Not) else node
+    above = valued
     while above is not projection:
         parent = above.parent
         if not isinstance(parent, exp.Paren | exp.Alias | exp.And | exp.Or | exp.If | exp.Case):
-            return False
+            return None
         above = parent
-    return True
+    return valued
 
 
 def _filters(node: exp.In, where: exp.Where) -> bool:

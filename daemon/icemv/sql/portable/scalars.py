@@ -108,6 +108,14 @@ class Scalars(Base):
         result = SparkType("decimal", whole, kept)
         return _cast(_rebuilt(node, this=inner), result), result
 
+    def as_timestamp(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
+        """sqlglot's wrapper of date_format's value: a TIMESTAMP as is, a DATE at midnight
+        in the session zone (Spark's cast); strings are parsed by Spark only."""
+        inner, kind = self.typed(node.this)
+        if kind not in (DATE, TIMESTAMP, NULL):
+            raise _refuse(node, f"a TIMESTAMP of {kind.describe()}")
+        return (_cast(inner, TIMESTAMP) if kind == DATE else inner), TIMESTAMP
+
     def to_date(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
         if node.args.get("format") or kind not in (DATE, TIMESTAMP, NULL):
