@@ -236,6 +236,9 @@ QUERIES = [
     "SELECT r AS k, sum(n) OVER (PARTITION BY f) AS a, count(*) OVER (PARTITION BY f) AS c, "
     "min(s) OVER (PARTITION BY f ORDER BY r) AS d, sum(i) OVER (ORDER BY r) AS e FROM edge",
     "SELECT r AS k, max(ts) OVER (PARTITION BY CAST(ts AS DATE)) AS a FROM edge",
+    "SELECT r AS k, percent_rank() OVER (PARTITION BY f ORDER BY i) AS a, "
+    "cume_dist() OVER (ORDER BY s DESC) AS c, percent_rank() OVER (ORDER BY r % 3) AS d "
+    "FROM edge",
     # subqueries: EXISTS, IN (null-aware), NOT IN, scalar; correlated or not
     "SELECT r AS k FROM edge e WHERE EXISTS (SELECT 1 FROM edge o WHERE o.i = e.b)",
     "SELECT r AS k FROM edge e WHERE e.i IN (SELECT o.b FROM edge o WHERE o.r > 3)",

@@ -52,7 +52,8 @@ Where the engines differ, and what the gate does about it:
   removes Unicode spaces such as U+00A0, Spark's only the ASCII space). sign(-0.0) is
   -0.0 in Spark: SIGN of integers only.
 - NULL ordering: Spark puts NULLs first ascending and last descending; a window's ORDER
-  BY is written out that way for DuckDB (sqlglot's dialects). Windows: ranks, LAG/LEAD and
+  BY is written out that way for DuckDB (sqlglot's dialects). Windows: ranks (PERCENT_RANK and
+  CUME_DIST one DOUBLE division of counts in both), LAG/LEAD and
   aggregates over the default frame; explicit frames refused. ORDER BY and LIMIT of a
   SELECT: an integer row count, and no floating-point key (which engine tells -0.0 from
   0.0 is not checked), NULLs placed as the tree says.

@@ -264,11 +264,14 @@ class Expressions(Scalars, Aggregates):
         if node.args.get("spec") or node.args.get("alias") or node.args.get("first"):
             raise _refuse(node, "a window frame or named window (Spark only)")
         function = node.this
-        if isinstance(function, exp.RowNumber | exp.Rank | exp.DenseRank):
+        if isinstance(function, exp.RowNumber | exp.Rank | exp.DenseRank | exp.PercentRank
+                      | exp.CumeDist):  # fmt: skip
             if function.expressions if hasattr(function, "expressions") else False:
                 raise _refuse(node, "a rank with arguments")
             rendered_function: exp.Expr = function.copy()
-            kind, cast_to = INT, INT
+            # PERCENT_RANK and CUME_DIST: one division of two counts as DOUBLE in both.
+            fraction = isinstance(function, exp.PercentRank | exp.CumeDist)
+            kind = cast_to = DOUBLE if fraction else INT
         elif isinstance(function, exp.Lag | exp.Lead):
             value, kind = self.typed(function.this)
             offset, default = function.args.get("offset"), function.args.get("default")
