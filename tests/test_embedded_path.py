@@ -137,7 +137,7 @@ def test_decimal_money_and_timestamps_refresh_on_duckdb(
     ("sql", "reason"),
     [
         ("SELECT fare, count(*) AS n FROM trips GROUP BY fare", "group key"),
-        ("SELECT id, CAST(vendor AS INT) AS v FROM trips", "CAST from string"),
+        ("SELECT id, CAST(vendor AS DOUBLE) AS v FROM trips", "CAST from string"),
         ("SELECT id, substr(vendor, 0, 1) AS v FROM trips", "SUBSTR"),
         ("SELECT id, sign(fare) AS s FROM trips", "sign of double"),
         ("SELECT id, concat(vendor, id) AS v FROM trips", "CONCAT of non-strings"),
