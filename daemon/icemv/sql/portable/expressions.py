@@ -421,10 +421,8 @@ Expressions.handlers = _HANDLERS
 def _as_strings(kinds: Sequence[SparkType]) -> list[bool]:
     """Which values of an IN Spark casts to strings (its wider common type of integers
     and strings is STRING; an integer's text is the same in DuckDB), or none."""
-    present = {k.kind for k in kinds} - {"null"}
-    if "string" not in present or not any(k.integral for k in kinds):
-        return []
-    if not all(k == STRING or k.integral or k.kind == "null" for k in kinds):
+    mixed = STRING in kinds and any(k.integral for k in kinds)
+    if not mixed or not all(k == STRING or k.integral or k.kind == "null" for k in kinds):
         return []
     return [k.integral for k in kinds]
 
