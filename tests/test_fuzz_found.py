@@ -690,6 +690,62 @@ FOUND = {
             ),
         ),
     ),
+    # a constant in a SELECT DISTINCT: the DISTINCT became `GROUP BY abs(rate), 4`, which
+    # Spark read as the 4th output (GROUP_BY_POS_OUT_OF_RANGE when the MV was created); a
+    # constant GROUP BY key is now dropped while another key remains
+    "seed73001_6": Case(
+        setup=Setup(
+            rows={
+                "f": [
+                    (
+                        1,
+                        2,
+                        "a",
+                        1,
+                        0.5,
+                        Decimal("7.77"),
+                        Decimal("-0.5"),
+                        datetime.date(2024, 3, 9),
+                        None,
+                    ),
+                    (
+                        2,
+                        3,
+                        "b",
+                        2,
+                        0.1,
+                        Decimal("0.00"),
+                        Decimal("0.5"),
+                        datetime.date(2024, 3, 10),
+                        None,
+                    ),
+                    (3, 1, "c", 3, 2.0, None, Decimal("3.141593"), None, None),
+                    (
+                        4,
+                        5,
+                        None,
+                        None,
+                        None,
+                        Decimal("1.00"),
+                        None,
+                        datetime.date(2024, 3, 11),
+                        None,
+                    ),
+                ],
+            },
+            policy="auto",
+        ),
+        sql="SELECT DISTINCT abs(t1.rate) AS c0, 4 AS c1 FROM f t1 WHERE t1.k > 1",
+        steps=(
+            Step(
+                kind="append",
+                table="f",
+                sql="INSERT INTO {t} VALUES (5, 7, 'd', CAST(5 AS BIGINT), CAST('1.5' AS DOUBLE), CAST('2.00' AS DECIMAL(12,2)), CAST('0.5' AS DECIMAL(10,6)), DATE'2024-03-12', TIMESTAMP'2024-03-10 01:30:00')",
+            ),
+            Step(kind="delete", table="f", sql="DELETE FROM {t} WHERE id = 2"),
+            Step(kind="delete", table="f", sql="DELETE FROM {t} WHERE id = 5"),
+        ),
+    ),
 }
 
 

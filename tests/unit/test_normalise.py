@@ -158,3 +158,29 @@ def test_an_outer_join_a_filter_empties_of_padding_is_inner() -> None:
         "SELECT o.id, d.name FROM orders o JOIN dim d ON o.k = d.k WHERE d.name <> 'x'",
     )
     assert got.rewrites == ("LEFT JOIN d as JOIN: a filter drops its NULL-padded rows",)
+
+
+def test_a_constant_in_a_distinct_is_no_group_key() -> None:
+    got = _same(
+        "SELECT DISTINCT k, 4 AS c, 'x' AS s, -1 AS m FROM orders",
+        "SELECT k, 4 AS c, 'x' AS s, -1 AS m FROM orders GROUP BY k",
+    )
+    assert "constant GROUP BY keys dropped" in got.rewrites
+
+
+def test_a_distinct_of_constants_only_stays() -> None:
+    # GROUP BY 4 alone would read as an ordinal, and no GROUP BY gives a row on no input
+    got = _normalised("SELECT DISTINCT 4 AS c FROM orders")
+    assert got.query.args.get("distinct") is not None
+    assert got.query.args.get("group") is None
+
+
+def test_constant_group_keys_go_while_another_key_stays() -> None:
+    _same(
+        "SELECT k, 4 AS c, count(*) AS n FROM orders GROUP BY k, c",
+        "SELECT k, 4 AS c, count(*) AS n FROM orders GROUP BY k",
+    )
+    # qualification writes a constant's alias as its ordinal (1): left alone, it is the only key
+    got = _normalised("SELECT 4 AS c, count(*) AS n FROM orders GROUP BY c")
+    assert got.query.args["group"].expressions == [exp.Literal.number(1)]
+    assert got.rewrites == ()

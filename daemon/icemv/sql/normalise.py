@@ -12,7 +12,11 @@ one such form into an equivalent one the rules handle, and says what it did, so
    (a CTE used twice reads its sources twice, like a self-join: one delta term each).
 3. `distinct_to_group_by`: `SELECT DISTINCT e1, e2 ...` becomes `GROUP BY e1, e2`; a key
    group then carries its row count (the hidden `_icemv_rows` multiplicity), so a deleted
-   row removes its output row exactly when no copy is left.
+   row removes its output row exactly when no copy is left. A constant output is no key
+   (below); a DISTINCT of constants only stays.
+   `drop_constant_group_keys`: a constant GROUP BY key (a literal; qualification has
+   already turned ordinals into the expressions they name) is dropped when another key
+   remains: it groups nothing, and both engines would read an integer there as an ordinal.
 4. sqlglot's `merge_subqueries`: a derived table without aggregation merges into the
    query that selects from it.
 5. `lift_aggregate_subqueries`: `SELECT <exprs of t> FROM (<aggregate>) t WHERE <cond>`
@@ -69,6 +73,7 @@ def normalise(query: exp.Query) -> Normalised:
     for _ in range(MAX_ROUNDS):
         before = query.sql(dialect="spark")
         query = distinct_to_group_by(query, notes)
+        query = drop_constant_group_keys(query, notes)
         query = _merged(query, notes)
         query = lift_aggregate_subqueries(query, notes)
         query = outer_joins_to_inner(query, notes)
@@ -224,7 +229,35 @@ def distinct_to_group_by(query: exp.Query, notes: list[str]) -> exp.Query:
         if _is_aggregate(select) or any(p.find(exp.Window) for p in select.expressions):
             continue
         keys = [(p.this if isinstance(p, exp.Alias) else p).copy() for p in select.expressions]
+        if all(_constant(key) for key in keys):
+            continue
         select.set("distinct", None)
         select.set("group", exp.Group(expressions=keys))
         notes.append("DISTINCT as GROUP BY with a row count")
     return query
+
+
+def drop_constant_group_keys(query: exp.Query, notes: list[str]) -> exp.Query:
+    """`GROUP BY e, 4` -> `GROUP BY e`: a constant groups nothing while another key remains.
+
+    Equivalent only with a key left: `GROUP BY 4` alone gives no row on an empty input,
+    where no GROUP BY gives one, so an all-constant GROUP BY stays as written.
+    """
+    for select in query.find_all(exp.Select):
+        group = select.args.get("group")
+        if not isinstance(group, exp.Group) or any(
+            group.args.get(part) for part in ("grouping_sets", "rollup", "cube", "totals", "all")
+        ):
+            continue
+        kept = [key for key in group.expressions if not _constant(key)]
+        if kept and len(kept) < len(group.expressions):
+            group.set("expressions", kept)
+            notes.append("constant GROUP BY keys dropped")
+    return query
+
+
+def _constant(node: exp.Expr) -> bool:
+    """A literal, possibly negated or in parentheses: the same value on every row."""
+    while isinstance(node, exp.Neg | exp.Paren):
+        node = node.this
+    return isinstance(node, exp.Literal | exp.Boolean | exp.Null)
