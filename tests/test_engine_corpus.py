@@ -221,13 +221,20 @@ QUERIES = [
         "SELECT r AS k, any_value(ts) AS a, any_value(h) AS c, any_value(x) AS d FROM edge "
         "GROUP BY r",
     ]),
-    # MEDIAN of 32-bit integers (the extremes, an even count, NULLs, no rows)
+    # MEDIAN and percentiles at sixteenths of 32-bit integers (the extremes, an even
+    # count, NULLs, no rows)
     *(MEDIANS := [
         "SELECT f AS k, median(i) AS a, median(r) AS c FROM edge GROUP BY f",
         "SELECT median(i) AS a, median(r % 4) AS c FROM edge",
         "SELECT median(i) AS a FROM edge WHERE r < 0",
+        "SELECT f AS k, percentile(i, 0.25) AS a, percentile(r, 0.75) AS c, "
+        "percentile(i, 0.0625) AS d FROM edge GROUP BY f",
+        "SELECT percentile(i, 0.75) AS a, percentile(r % 4, 0.25) AS c, percentile(i, 0) AS d, "
+        "percentile(r, 1) AS e FROM edge",
+        "SELECT percentile(i, 0.25) AS a FROM edge WHERE r < 0",
     ]),
     "SELECT median(b) AS a, median(m) AS c FROM edge",  # wider: refused
+    "SELECT percentile(b, 0.25) AS a, percentile(i, 0.1) AS c FROM edge",  # refused
     # windows: ranks, LAG/LEAD, partition and running aggregates (NULLs ordered as Spark)
     "SELECT r AS k, row_number() OVER (PARTITION BY f ORDER BY r) AS a, "
     "rank() OVER (ORDER BY s) AS c, dense_rank() OVER (ORDER BY x DESC) AS d FROM edge",

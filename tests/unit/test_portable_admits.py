@@ -148,3 +148,28 @@ def test_order_by_limit_places_nulls_as_spark_and_refuses_floating_point_keys() 
         _duckdb("SELECT r AS k FROM edge ORDER BY i / 2 LIMIT 2")
     with pytest.raises(EngineRefusedError, match="offset"):
         _duckdb("SELECT r AS k FROM edge ORDER BY r LIMIT 2 OFFSET 1")
+
+
+def test_percentiles_of_32_bit_integers_at_sixteenths_are_quantile_cont_of_doubles() -> None:
+    rendered = _duckdb(
+        "SELECT f AS k, percentile(i, 0.25) AS a, percentile(r, 0.75) AS b, "
+        "percentile(i, 1) AS c, median(r) AS d FROM edge GROUP BY f"
+    )
+    assert "QUANTILE_CONT(CAST(i AS DOUBLE), 0.25)" in rendered, rendered
+    assert "QUANTILE_CONT(CAST(r AS DOUBLE), 0.75)" in rendered, rendered
+    assert "QUANTILE_CONT(CAST(r AS DOUBLE), 0.5)" in rendered, rendered
+
+
+@pytest.mark.parametrize(
+    ("call", "why"),
+    [
+        ("percentile(i, 0.9)", "only multiples of 1/16"),
+        ("percentile(i, 1.5)", "only multiples of 1/16"),
+        ("percentile(n, 0.25)", "only integers of 32 bits"),
+        ("percentile(DISTINCT i, 0.25)", "DISTINCT"),
+        ("percentile(i, array(0.25, 0.5))", "not one number"),
+    ],
+)
+def test_other_percentiles_are_refused(call: str, why: str) -> None:
+    with pytest.raises(EngineRefusedError, match=why):
+        _duckdb(f"SELECT {call} AS v FROM edge")

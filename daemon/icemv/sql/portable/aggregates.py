@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from sqlglot import exp
 
 from icemv.sql import decimals
@@ -85,17 +87,36 @@ class Aggregates(Base):
         return _rebuilt(node, this=inner), kind
 
     def median(self, node: exp.Median) -> tuple[exp.Expr, SparkType]:
-        """MEDIAN(x) of integers of at most 32 bits: Spark's `percentile(x, 0.5)` is the
-        middle value, or of the two middle ones `0.5 * lo + 0.5 * hi` in DOUBLE; DuckDB's
-        `quantile_cont` of the values as DOUBLE is `lo + (hi - lo) * 0.5`. Both are the
-        real (lo + hi) / 2 rounded once (every step before the last is exact for such
-        integers), so the same DOUBLE. Wider integers, DECIMAL (DuckDB interpolates in
-        DECIMAL), DOUBLE and DISTINCT: refused."""
+        """MEDIAN(x): Spark's `percentile(x, 0.5)` (see `percentile`)."""
+        return self._interpolated(node, "MEDIAN", Decimal("0.5"))
+
+    def percentile(self, node: exp.Quantile) -> tuple[exp.Expr, SparkType]:
+        """`percentile(x, p)` of integers of at most 32 bits, p a literal multiple of 1/16
+        in [0, 1]. Spark 3.5 takes position = (n - 1) * p, and between the values lo and
+        hi at its floor and ceiling returns `(ceil - position) * lo + (position - floor) *
+        hi` in DOUBLE; DuckDB's `quantile_cont` of the values as DOUBLE returns `lo + (hi -
+        lo) * (position - floor)`. With such p and values every step is exact in DOUBLE:
+        (n - 1) * p and its fraction f (four bits), (1 - f) * lo and f * hi (at most 36
+        bits), hi - lo (33), and each sum (under 2^38). So both engines return the real
+        number (1 - f) * lo + f * hi itself. Wider integers (not exact in DOUBLE), DECIMAL
+        (DuckDB interpolates in DECIMAL), DOUBLE (the two formulas round differently),
+        other p, an array of p and DISTINCT: refused."""
+        fraction = node.args.get("quantile")
+        if not (isinstance(fraction, exp.Literal) and fraction.is_number):
+            raise _refuse(node, "percentile of a percentage that is not one number")
+        return self._interpolated(node, "percentile", Decimal(fraction.this))
+
+    def _interpolated(
+        self, node: exp.Expr, name: str, fraction: Decimal
+    ) -> tuple[exp.Expr, SparkType]:
+        if not (0 <= fraction <= 1 and (fraction * 16) % 1 == 0):
+            raise _refuse(node, f"{name} at {fraction} (only multiples of 1/16)")
+        if isinstance(node.this, exp.Distinct):
+            raise _refuse(node, f"{name} of DISTINCT values")
         inner, kind = self.typed(node.this)
-        if isinstance(node.this, exp.Distinct) or kind.kind not in ("tinyint", "smallint", "int"):
-            raise _refuse(node, f"MEDIAN of {kind.describe()} (only integers of 32 bits)")
-        values = _cast(inner, DOUBLE)
-        return call("quantile_cont", values, exp.Literal.number("0.5")), DOUBLE
+        if kind.kind not in ("tinyint", "smallint", "int"):
+            raise _refuse(node, f"{name} of {kind.describe()} (only integers of 32 bits)")
+        return call("quantile_cont", _cast(inner, DOUBLE), exp.Literal.number(fraction)), DOUBLE
 
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN

@@ -406,6 +406,7 @@ _HANDLERS: dict[type[exp.Expr], Handler] = {
     exp.StddevPop: Expressions.average,
     exp.StddevSamp: Expressions.average,
     exp.Median: Expressions.median,  # type: ignore[dict-item]
+    exp.Quantile: Expressions.percentile,  # type: ignore[dict-item]
     exp.Min: Expressions.extreme,
     exp.Max: Expressions.extreme,
     exp.LogicalAnd: Expressions.logical_aggregate,
