@@ -96,13 +96,18 @@ EDGE_DECIMALS = [None, Decimal("0.00"), Decimal("9999999999.99"), Decimal("-9999
                  Decimal("2.50"), Decimal("-2.50"), Decimal("0.01"), Decimal("-0.01")]  # fmt: skip
 WIDE_DECIMALS = [None, Decimal("9999999999999999999999999999.9999999999"),
                  Decimal("-9999999999999999999999999999.9999999999"), Decimal("-0.0000000001"),
-                 Decimal("0.5000000000")]  # fmt: skip
+                 Decimal("0.5000000000"),
+                 # where the unscaled integer rounded to DOUBLE first, then divided, would
+                 # give another DOUBLE than the nearest one
+                 Decimal("7415697278.1759199358"), Decimal("-4132565251.6087655816"),
+                 Decimal("-3045776592387270002010699018")]  # fmt: skip
 ALPHABET = "aAbczZ09 ,._-ßĳéÉ\u0301\u0308ΩЖ日👍🏽\u00a0\t\n\r\u2028"
 NUMERIC = "0123456789012345678901234567890123456789.+- \t\x00\x1c\x7f\u00a0e"
 # Spark's casts of strings to integers, and its comparisons of integers with strings
 # (which cast the string): sql/portable/string_numbers.py.
 CONVERSIONS = ["CAST(s AS INT)", "CAST(t AS BIGINT)", "CAST(s AS SMALLINT)", "CAST(t AS TINYINT)",
-               "i = s", "s < i", "b = t", "t >= b", "i <=> s", "s <> b"]  # fmt: skip
+               "i = s", "s < i", "b = t", "t >= b", "i <=> s", "s <> b",
+               "CAST(m AS DOUBLE)", "CAST(h AS DOUBLE)"]  # fmt: skip
 
 
 def _random_row(rng: random.Random) -> tuple[Any, ...]:
@@ -114,6 +119,7 @@ def _random_row(rng: random.Random) -> tuple[Any, ...]:
         return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
 
     epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
+    digits = rng.choice([38, rng.randint(1, 38)])
     micros = rng.randint(-62_135_596_800 + 86_400, 253_402_214_400 - 86_400) * 1_000_000
     return (
         maybe(text()), maybe(text()),
@@ -123,7 +129,7 @@ def _random_row(rng: random.Random) -> tuple[Any, ...]:
         maybe(rng.choice([rng.uniform(-1e6, 1e6), rng.uniform(-10, 10),
                           struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]])),
         maybe(Decimal(rng.randint(-(10**12) + 1, 10**12 - 1)).scaleb(-2)),
-        maybe(Decimal(rng.randint(-(10**38) + 1, 10**38 - 1)).scaleb(-10)),
+        maybe(Decimal(rng.randint(-(10**digits) + 1, 10**digits - 1)).scaleb(-10)),
     )  # fmt: skip
 
 

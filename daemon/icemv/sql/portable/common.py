@@ -219,7 +219,10 @@ def _safe_cast(source: SparkType, target: SparkType) -> bool:
     if source.integral and target.kind == "decimal":
         return target.precision - target.scale >= source.decimal().precision
     if source.kind == "decimal" and target.kind == "double":
-        return source.precision <= 15
+        # Both the nearest DOUBLE (Spark: BigDecimal.doubleValue; DuckDB 2.0.1, pinned, at
+        # every precision: 53,600 random values of DECIMAL(16..38, s) and the values where
+        # rounding the unscaled integer first would differ, checked against exact rounding)
+        return True
     # A timestamp's date and a date's midnight: in the session time zone (DuckDB's
     # connection is set to it) for TIMESTAMP; for TIMESTAMP_NTZ the local date-time's date,
     # no zone. Neither fails, years 1-9999 in both (tests/test_engine_corpus.py).
