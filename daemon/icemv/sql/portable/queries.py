@@ -161,6 +161,7 @@ class Gate:
         expr = Expressions(scope, self)
         where = node.args.get("where")
         if where is not None:
+            where = exp.Where(this=_nots_pushed(where.this))
             expr.filtering = {id(n) for n in where.find_all(exp.In) if _filters(n, where)}
             copy.set("where", exp.Where(this=expr.boolean(where.this)))
             expr.filtering = set()
@@ -191,14 +192,15 @@ class Gate:
             copy.set("having", exp.Having(this=condition))
         projections: list[exp.Expr] = []
         columns: list[tuple[str, SparkType]] = []
-        for projection in node.expressions:
+        outputs = [_nots_pushed(projection) for projection in node.expressions]
+        for projection in outputs:
             for found in projection.find_all(exp.In):
                 at = _valued(found, projection)
                 if at is not None:
                     expr.valued.add(id(at))
                     if at is not found:  # the NOT right above it: the IN itself bare
                         expr.filtering.add(id(found))
-        for projection in node.expressions:
+        for projection in outputs:
             if isinstance(projection, exp.Star) or (
                 isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
             ):
@@ -387,6 +389,38 @@ _ELEMENT_KINDS = frozenset({
     "boolean", "tinyint", "smallint", "int", "bigint", "double", "decimal", "string", "date",
     "timestamp",
 })  # fmt: skip
+
+
+def _nots_pushed(node: exp.Expr) -> exp.Expr:
+    """`node`, or where an `IN (SELECT ...)` is below, a copy whose NOTs stand where Spark
+    3.5's optimiser moves them before it plans the IN (BooleanSimplification: `NOT (a AND
+    b)` is `NOT a OR NOT b`, `NOT (a OR b)` is `NOT a AND NOT b`, `NOT NOT a` is `a`; laws
+    of SQL's three-valued logic too, so every other value is unchanged). Spark values an
+    IN by the NOT right above it or none (`_valued`, `_filters`), so the gate must see it
+    there. A NOT above anything else (a CASE, a comparison) stays where it is."""
+    if not any(found.args.get("query") is not None for found in node.find_all(exp.In)):
+        return node
+    return _pushed(node, negated=False)
+
+
+def _pushed(node: exp.Expr, negated: bool) -> exp.Expr:
+    inner = node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Not):
+        return _pushed(inner.this, not negated)
+    if isinstance(inner, exp.And | exp.Or):
+        kind: type[exp.Connector] = type(inner)
+        if negated:
+            kind = exp.Or if isinstance(inner, exp.And) else exp.And
+        left, right = (_pushed(side, negated) for side in (inner.this, inner.expression))
+        return exp.Paren(this=kind(this=left, expression=right))
+    copy = node.copy()
+    for child in list(copy.iter_expressions()):
+        child.replace(_pushed(child, negated=False))
+    if not negated:
+        return copy
+    return exp.Not(this=copy if isinstance(copy, exp.Paren) else exp.Paren(this=copy))
 
 
 def _valued(node: exp.In, projection: exp.Expr) -> exp.Expr | None:
