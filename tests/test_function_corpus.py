@@ -47,7 +47,8 @@ BY_KIND = {"string": ["s", "t"], "date": ["d"], "timestamp": ["ts"], "int": ["i"
 LITERALS = [*(exp.Literal.number(n) for n in (0, 1, 2, 5, 256)),
             *(exp.Neg(this=exp.Literal.number(n)) for n in (1, 3)),
             *(exp.Literal.string(t) for t in ("", ",", "a", "ß", "ab", "e\u0301", "MM", "YEAR",
-                                              "QUARTER", "WEEK", "MON", "yy", "x"))]  # fmt: skip
+                                              "QUARTER", "WEEK", "MON", "yy", "x", "su",
+                                              "Friday"))]  # fmt: skip
 # Java patterns (the rows of regular expressions take these) and replacements.
 PATTERNS = [".", "a.c", "^a", "b$", "\\d+", "\\s", "\\S+", "\\w+", "[a-c]+", "[^a-z]",
             "(a|b)+", "(\\w)(\\w)?", "a*", "x?", "ß|日", "(?:ab)+", ".*", "[\\s,]", "\\.",
@@ -184,6 +185,9 @@ def _options(argument: Argument) -> list[str]:
         return [node.sql(dialect="spark") for node in LITERALS if argument.literal(node)]
     kinds = {"date", "timestamp"} if argument.kinds == DATE_LIKE else argument.kinds
     columns = [c for kind in sorted(kinds) for c in BY_KIND.get(kind, [])]
+    if argument.repeated:  # one, all, some with a NULL among them, a NULL alone
+        lists = [columns[:1], columns, [columns[-1], "NULL", columns[0]], ["NULL"]]
+        return [", ".join(each) for each in lists]
     return columns + (["NULL"] if argument.optional is False else [])
 
 

@@ -54,7 +54,11 @@ def test_rows_render_spark_s_semantics_and_types() -> None:
         ("floor(i)", "floor of int"),
         ("last_day(ts)", "last_day of timestamp"),
         ("locate('a', s, 2)", "instr with position"),
-        ("initcap(s)", "Spark only"),
+        ("next_day(d, s)", "a literal day"),
+        ("substring_index(s, ',,', 1)", "a one-character literal"),
+        ("concat_ws(',')", "without all its arguments"),
+        ("concat_ws(',', i)", "concat_ws of int"),
+        ("months_between(ts, ts)", "Spark only"),
     ],
 )
 def test_a_row_refuses_what_it_does_not_admit(expression: str, why: str) -> None:

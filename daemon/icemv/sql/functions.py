@@ -80,6 +80,7 @@ class Argument:
     optional: bool = False
     absent: Callable[[], exp.Expr] | None = None
     null: bool = True  # a NULL literal admitted here
+    repeated: bool = False  # at an int: this and every later argument (at least one)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,11 @@ def _nullif(node: exp.Expr) -> exp.Expr:
     """nullif(a, b) is Spark's If(EqualTo(a, b), NULL, a)."""
     equal = exp.EQ(this=node.this.copy(), expression=node.expression.copy())
     return exp.If(this=equal, true=exp.null(), false=node.this.copy())
+
+
+def _equal_null(node: exp.Expr) -> exp.Expr:
+    """equal_null(a, b) is Spark's EqualNullSafe(a, b)."""
+    return exp.NullSafeEQ(this=node.this.copy(), expression=node.expression.copy())
 
 
 _TRUNC_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter",
@@ -288,6 +294,64 @@ def _pad(name: str, left: bool) -> Function:
     )
 
 
+def ascii_only(value: exp.Expr, computed: exp.Expr) -> exp.Expr:
+    """Case mapping agrees on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'): other
+    text raises in DuckDB, and Spark computes the refresh."""
+    other = call("regexp_matches", value.copy(), exp.Literal.string("[^\x01-\x7f]"))
+    stop = call("error", exp.Literal.string("case mapping of non-ASCII text"))
+    return exp.Case().when(other, stop, copy=False).else_(computed, copy=False)
+
+
+def _initcap(value: exp.Expr) -> exp.Expr:
+    """Spark lower-cases the string, then title-cases its first character and each one
+    after an ASCII space: the words split at each space, each one's first character
+    upper-cased (ASCII text only, where both engines' case mappings agree)."""
+    word = exp.column("w")
+    titled = call("concat", call("upper", call("substring", word, _num(1), _num(1))),
+                  call("substring", word.copy(), _num(2)))  # fmt: skip
+    words = call("string_split", call("lower", value), _space())
+    each = exp.Lambda(this=titled, expressions=[exp.to_identifier("w")])
+    return ascii_only(value, call("array_to_string", call("list_transform", words, each),
+                                  _space()))  # fmt: skip
+
+
+# Spark's names of the days (DateTimeUtils.getDayOfWeekFromString), as ISO day numbers.
+_DAYS = {name: n for n, names in enumerate(
+    (("MO", "MON", "MONDAY"), ("TU", "TUE", "TUESDAY"), ("WE", "WED", "WEDNESDAY"),
+     ("TH", "THU", "THURSDAY"), ("FR", "FRI", "FRIDAY"), ("SA", "SAT", "SATURDAY"),
+     ("SU", "SUN", "SUNDAY")), start=1) for name in names}  # fmt: skip
+
+
+def _day_name(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string and node.this.upper() in _DAYS
+
+
+def _next_day(date: exp.Expr, day: exp.Expr) -> exp.Expr:
+    """The first date after `date` on that day: `date + ((day - isodow(date) + 6) % 7 + 1)`
+    (Spark: `start + 1 + ((dow - 1 - start) % 7 + 7) % 7` in days since the epoch)."""
+    assert isinstance(day, exp.Literal)
+    ahead = _minus(_num(_DAYS[day.this.upper()] + 6), call("isodow", date))
+    days = exp.Cast(this=_plus(_mod(ahead, _num(7)), _num(1)), to=exp.DataType.build("INT"))
+    return _plus(date.copy(), days)
+
+
+def _one_character(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string and len(node.this) == 1
+
+
+def _substring_index(value: exp.Expr, delimiter: exp.Expr, count: exp.Expr) -> exp.Expr:
+    """Before the count-th delimiter (after the count-th from the end when negative), ''
+    for 0, the whole string with fewer: the split string's first (last) count parts
+    joined again. A one-character delimiter: Spark counts overlapping occurrences of
+    longer ones, a split does not."""
+    parts = call("string_split", value, delimiter)
+    number = _int_value(count)
+    assert number is not None
+    kept = (call("list_slice", parts, _num(1), count) if number >= 0
+            else call("list_slice", parts, count, _num(-1)))  # fmt: skip
+    return call("array_to_string", kept, delimiter.copy())
+
+
 FUNCTIONS: tuple[Function, ...] = (
     # -- dates and times (a TIMESTAMP in the session zone) -----------------------------
     Function("dayofweek", exp.DayOfWeek, (Argument("this", DATE_LIKE),), INT,
@@ -303,6 +367,12 @@ FUNCTIONS: tuple[Function, ...] = (
               Argument("format", STRINGS, _literal_string(True), _DATETIME)),
              STRING, _date_format, forbidden_args=("culture", "zone"),
              note="a DATE at midnight; the session zone's local time"),
+    Function("quarter", exp.Quarter, (Argument("this", DATE_LIKE),), INT,
+             lambda d: call("quarter", d)),
+    Function("next_day", exp.NextDay,
+             (Argument("this", DATE_LIKE),
+              Argument("expression", STRINGS, _day_name, "a literal day: MO, MON, MONDAY, ...")),
+             DATE, _next_day, note="the first such day after the date"),
     Function("last_day", exp.LastDay, (Argument("this", DATES),), DATE,
              lambda d: call("last_day", d)),
     Function("datediff", exp.DateDiff, (Argument("this", DATES), Argument("expression", DATES)),
@@ -340,6 +410,18 @@ FUNCTIONS: tuple[Function, ...] = (
     # -- strings -----------------------------------------------------------------------
     Function("reverse", exp.Reverse, (Argument("this", STRINGS),), STRING, _reverse,
              note="by code points"),
+    Function("concat_ws", exp.ConcatWs,
+             (Argument(0, STRINGS), Argument(1, STRINGS, repeated=True)), STRING,
+             lambda sep, *values: call("concat_ws", sep, *values),
+             note="NULL values skipped; of strings (not arrays)"),
+    Function("initcap", exp.Initcap, (Argument("this", STRINGS),), STRING, _initcap,
+             when=lambda node: node.args.get("expression") in (None, exp.Literal.string(" ")),
+             note="ASCII text (other text raises in DuckDB: Spark computes it)"),
+    Function("substring_index", exp.SubstringIndex,
+             (Argument("this", STRINGS),
+              Argument("delimiter", STRINGS, _one_character, "a one-character literal"),
+              Argument("count", INTEGERS, _literal_int(), "a literal")),
+             STRING, _substring_index),
     Function("replace", exp.Replace,
              (Argument("this", STRINGS),
               Argument("expression", STRINGS, _literal_string(True), "a non-empty literal"),
@@ -439,13 +521,12 @@ FUNCTIONS: tuple[Function, ...] = (
     # -- conditionals: Spark's own trees ----------------------------------------------
     Function("nvl2", exp.Nvl2, spark_tree=_nvl2, note="if(a IS NOT NULL, b, c)"),
     Function("nullif", exp.Nullif, spark_tree=_nullif, note="if(a = b, NULL, a)"),
+    Function("equal_null", exp.EqualNull, spark_tree=_equal_null, note="a <=> b"),
 )  # fmt: skip
 
 
 # The functions views commonly use that the gate refuses, and why (Spark computes them).
 REFUSED: dict[str, str] = {
-    "initcap": "DuckDB has no initcap; Spark title-cases after ASCII spaces only, "
-    "lower-casing the rest with Java's Unicode rules",
     "regexp_extract, regexp_replace, rlike with other patterns": "Java's regular "
     "expressions and DuckDB's RE2 differ outside the subset of sql/regex.py "
     "(back-references, look-around, inline flags, `\\b`, `\\p{...}`, possessive "
@@ -456,7 +537,10 @@ REFUSED: dict[str, str] = {
     "strings with Java's patterns (and Spark's lenient fallbacks) is not translated",
     "to_date(s), CAST(s AS DATE) of a column": "Spark's lenient parsing of strings "
     "(`2024-1-5`, trailing text) differs from DuckDB's",
-    "months_between, next_day": "not yet proven equal on generated values",
+    "months_between": "not yet proven equal on generated values",
+    "next_day with a day that is not a literal": "Spark's names of days are not translated "
+    "per row",
+    "substring_index with a longer delimiter": "Spark counts overlapping occurrences",
     "pow, power, exp, ln, log, log2, log10": "Java's Math and the C library may differ in "
     "the last bit of a DOUBLE; not yet proven on generated values",
     "round, bround of a DOUBLE": "Spark rounds the DOUBLE's shortest decimal text, DuckDB "
@@ -509,4 +593,5 @@ def _shown(argument: Argument) -> str:
     )  # fmt: skip
     if argument.literal_is:
         kinds += f" ({argument.literal_is})"
-    return kinds + (" (optional)" if argument.optional else "")
+    return kinds + (" (optional)" if argument.optional else "") + (
+        ", ..." if argument.repeated else "")  # fmt: skip

@@ -99,6 +99,7 @@ class ViewGen:
             f"datediff({self.expr(scope, 'date', depth)}, {self.expr(scope, 'date', depth)})",
             f"pmod({a}, 7)", f"instr({self.expr(scope, 'string', depth)}, 'a')",
             f"CAST({self.expr(scope, 'string', depth)} AS INT)",
+            f"quarter({self.expr(scope, 'timestamp', depth)})",
         ])  # fmt: skip
 
     def _bigint_expr(self, scope: list[Ref], depth: int) -> str:
@@ -135,6 +136,8 @@ class ViewGen:
             f"regexp_extract({a}, '([a-c]+)(x)?', 1)",
             f"date_format({self.expr(scope, 'timestamp', depth)}, 'yyyy-MM-dd HH:mm')",
             f"date_format({self.expr(scope, 'date', depth)}, 'MMM d, EEE')",
+            f"concat_ws('-', {a}, {self.expr(scope, 'string', depth)})", f"initcap({a})",
+            f"substring_index({a}, ',', -1)",
         ])  # fmt: skip
 
     def _date_expr(self, scope: list[Ref], depth: int) -> str:
@@ -142,6 +145,7 @@ class ViewGen:
             f"CAST({self.expr(scope, 'timestamp', depth)} AS DATE)",
             f"date_add({self.expr(scope, 'date', depth)}, 1)",
             f"last_day({self.expr(scope, 'date', depth)})",
+            f"next_day({self.expr(scope, 'date', depth)}, 'MON')",
             f"add_months({self.expr(scope, 'date', depth)}, 1)",
             f"trunc({self.expr(scope, 'date', depth)}, 'MM')",
         ])  # fmt: skip

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlglot import exp
 
-from icemv.sql.functions import DATE_LIKE, Function, function_of
+from icemv.sql.functions import DATE_LIKE, Argument, Function, function_of
 from icemv.sql.portable.common import _cast, _refuse, _Scope, _text
 from icemv.sql.regex import Untranslatable
 from icemv.sql.spark_types import (
@@ -99,34 +99,28 @@ class Base:
         set_ = [name for name in function.forbidden_args if node.args.get(name) is not None]
         if set_:
             raise _refuse(node, f"{function.name} with {', '.join(set_)}")
-        positional = node.expressions if isinstance(node, exp.Anonymous) else []
-        if len(positional) > len(function.arguments):
+        by_position = any(isinstance(a.at, int) for a in function.arguments)
+        positional = node.expressions if by_position else []
+        repeated = any(a.repeated for a in function.arguments)
+        if len(positional) > len(function.arguments) and not repeated:
             raise _refuse(node, f"{function.name} with {len(positional)} arguments")
         rendered, kinds = [], []
         for argument in function.arguments:
             if isinstance(argument.at, int):
-                value = positional[argument.at] if argument.at < len(positional) else None
+                values = positional[argument.at :] if argument.repeated else (
+                    positional[argument.at : argument.at + 1])  # fmt: skip
             else:
-                value = node.args.get(argument.at)
-            if value is None and argument.absent is not None:
-                value = argument.absent()
-            if value is None:
+                values = [v for v in [node.args.get(argument.at)] if v is not None]
+            if not values and argument.absent is not None:
+                values = [argument.absent()]
+            if not values:
                 if argument.optional:
                     continue
                 raise _refuse(node, f"{function.name} without all its arguments")
-            if argument.literal is not None and not argument.literal(value):
-                raise _refuse(node, f"{function.name} with {_text(value)}: {argument.literal_is}")
-            value_rendered, kind = self.typed(value)
-            if (kind.kind != "null" and kind.kind not in argument.kinds) or (
-                kind.kind == "null" and not argument.null
-            ):
-                raise _refuse(node, f"{function.name} of {kind.describe()}")
-            if argument.kinds == DATE_LIKE and kind == TIMESTAMP:  # its date, in the zone
-                value_rendered, kind = _cast(value_rendered, DATE), DATE
-            if kind.kind == "null":  # typed, or DuckDB cannot choose the function's overload
-                value_rendered = _cast(value_rendered, _NULL_AS[min(argument.kinds)])
-            rendered.append(value_rendered)
-            kinds.append(kind)
+            for value in values:
+                value_rendered, kind = self._argument(node, function, argument, value)
+                rendered.append(value_rendered)
+                kinds.append(kind)
         assert function.duckdb is not None
         try:
             computed = function.duckdb(*rendered)
@@ -136,3 +130,20 @@ class Base:
         if not isinstance(result, SparkType):
             result = result(kinds)
         return _cast(computed, result), result
+
+    def _argument(
+        self, node: exp.Expr, function: Function, argument: Argument, value: exp.Expr
+    ) -> tuple[exp.Expr, SparkType]:
+        """One argument of a table function typed, checked against its row and rendered."""
+        if argument.literal is not None and not argument.literal(value):
+            raise _refuse(node, f"{function.name} with {_text(value)}: {argument.literal_is}")
+        rendered, kind = self.typed(value)
+        if (kind.kind != "null" and kind.kind not in argument.kinds) or (
+            kind.kind == "null" and not argument.null
+        ):
+            raise _refuse(node, f"{function.name} of {kind.describe()}")
+        if argument.kinds == DATE_LIKE and kind == TIMESTAMP:  # its date, in the zone
+            rendered, kind = _cast(rendered, DATE), DATE
+        if kind.kind == "null":  # typed, or DuckDB cannot choose the function's overload
+            rendered = _cast(rendered, _NULL_AS[min(argument.kinds)])
+        return rendered, kind

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from icemv.sql import decimals
+from icemv.sql.functions import ascii_only
 from icemv.sql.portable.base import Base
 from icemv.sql.portable.common import _TRUNC_UNITS, _cast, _rebuilt, _refuse
 from icemv.sql.spark_types import (
@@ -29,7 +30,7 @@ class Scalars(Base):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
         copy = _rebuilt(node, this=inner)
         if isinstance(node, exp.Upper | exp.Lower):
-            return _ascii_only(inner, copy), STRING
+            return ascii_only(inner, copy), STRING
         return copy, kind if kind.kind != "null" else (STRING if not numeric else NULL)
 
     def trim(self, node: exp.Trim) -> tuple[exp.Expr, SparkType]:
@@ -146,15 +147,3 @@ class Scalars(Base):
         if kind not in (TIMESTAMP, NULL) or name not in _TRUNC_UNITS:
             raise _refuse(node, f"date_trunc('{name}') of {kind.describe()}")
         return _cast(_rebuilt(node, this=inner), TIMESTAMP), TIMESTAMP
-
-
-def _ascii_only(value: exp.Expr, computed: exp.Expr) -> exp.Expr:
-    """Case mapping agrees on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'): other
-    text raises in DuckDB, and Spark computes the refresh."""
-    other = exp.Anonymous(
-        this="regexp_matches", expressions=[value.copy(), exp.Literal.string("[^\x01-\x7f]")]
-    )
-    stop = exp.Anonymous(
-        this="error", expressions=[exp.Literal.string("case mapping of non-ASCII text")]
-    )
-    return exp.Case().when(other, stop, copy=False).else_(computed, copy=False)
