@@ -26,7 +26,16 @@ from sqlglot import exp
 
 from icemv.sql.datetime_patterns import strftime_of
 from icemv.sql.regex import Untranslatable, replacement, translate
-from icemv.sql.spark_types import BIGINT, BOOLEAN, DATE, INT, STRING, TIMESTAMP, SparkType
+from icemv.sql.spark_types import (
+    BIGINT,
+    BOOLEAN,
+    DATE,
+    DOUBLE,
+    INT,
+    STRING,
+    TIMESTAMP,
+    SparkType,
+)
 
 # Argument kinds (SparkType.kind): "date-like" is a DATE, or a TIMESTAMP read as its date
 # in the session zone (Spark's implicit cast; sqlglot often wraps it in TsOrDsToDate).
@@ -410,6 +419,15 @@ FUNCTIONS: tuple[Function, ...] = (
     # -- strings -----------------------------------------------------------------------
     Function("reverse", exp.Reverse, (Argument("this", STRINGS),), STRING, _reverse,
              note="by code points"),
+    Function("upper", exp.Upper, (Argument("this", STRINGS),), STRING,
+             lambda s: ascii_only(s, call("upper", s)),
+             note="also ucase; ASCII text (Spark's upper('ß') is 'SS': other text raises in "
+                  "DuckDB, Spark computes it)"),
+    Function("lower", exp.Lower, (Argument("this", STRINGS),), STRING,
+             lambda s: ascii_only(s, call("lower", s)), note="also lcase; as upper"),
+    Function("length", exp.Length, (Argument("this", STRINGS),), INT,
+             lambda s: call("length", s), forbidden_args=("binary", "encoding"),
+             note="also char_length, character_length; in code points"),
     Function("concat_ws", exp.ConcatWs,
              (Argument(0, STRINGS), Argument(1, STRINGS, repeated=True)), STRING,
              lambda sep, *values: call("concat_ws", sep, *values),
@@ -513,6 +531,13 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("ceil", exp.Ceil, (Argument("this", NUMBERS),), _floor_type,
              lambda x: call("ceil", x), note="also ceiling; as floor",
              forbidden_args=("decimals", "to")),
+    Function("sqrt", exp.Sqrt, (Argument("this", INTEGERS | {"double"}),), DOUBLE,
+             lambda x: call("sqrt", exp.Cast(this=x, to=exp.DataType.build("DOUBLE"))),
+             note="of integers and DOUBLE (IEEE's correctly rounded square root in both); "
+                  "of a negative: NaN in Spark, DuckDB raises (Spark computes it)"),
+    Function("sign", exp.Sign, (Argument("this", INTEGERS),), DOUBLE,
+             lambda x: call("sign", x),
+             note="also signum; of integers (Spark's sign(-0.0) is -0.0, DuckDB's 0.0)"),
     Function("isnan", exp.IsNan, (Argument("this", NUMBERS),), BOOLEAN,
              lambda x: exp.Coalesce(this=call("isnan", x), expressions=[exp.false()]),
              note="false for NULL, as Spark"),
@@ -538,8 +563,7 @@ REFUSED: dict[str, str] = {
     "to_date(s), CAST(s AS DATE) of a column": "Spark's lenient parsing of strings "
     "(`2024-1-5`, trailing text) differs from DuckDB's",
     "months_between": "not yet proven equal on generated values",
-    "next_day with a day that is not a literal": "Spark's names of days are not translated "
-    "per row",
+    "next_day with a day that is not a literal": "Spark's names of days are not translated per row",
     "substring_index with a longer delimiter": "Spark counts overlapping occurrences",
     "pow, power, exp, ln, log, log2, log10": "Java's Math and the C library may differ in "
     "the last bit of a DOUBLE; not yet proven on generated values",

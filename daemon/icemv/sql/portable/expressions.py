@@ -379,12 +379,7 @@ _HANDLERS: dict[type[exp.Expr], Handler] = {
     exp.If: Expressions.if_,  # type: ignore[dict-item]
     exp.Coalesce: Expressions.coalesce,
     exp.Abs: Expressions.unary_same,  # type: ignore[dict-item]
-    exp.Upper: Expressions.unary_same,  # type: ignore[dict-item]
-    exp.Lower: Expressions.unary_same,  # type: ignore[dict-item]
     exp.Trim: Expressions.trim,  # type: ignore[dict-item]
-    exp.Sign: Expressions.sign,  # type: ignore[dict-item]
-    exp.Length: Expressions.length,  # type: ignore[dict-item]
-    exp.Sqrt: Expressions.sqrt,  # type: ignore[dict-item]
     exp.Substring: Expressions.substring,  # type: ignore[dict-item]
     exp.Concat: Expressions.concat,
     exp.DPipe: Expressions.concat,

@@ -5,12 +5,10 @@ from __future__ import annotations
 from sqlglot import exp
 
 from icemv.sql import decimals
-from icemv.sql.functions import ascii_only
 from icemv.sql.portable.base import Base
 from icemv.sql.portable.common import _TRUNC_UNITS, _cast, _rebuilt, _refuse
 from icemv.sql.spark_types import (
     DATE,
-    DOUBLE,
     INT,
     NULL,
     STRING,
@@ -21,17 +19,12 @@ from icemv.sql.spark_types import (
 
 class Scalars(Base):
     def unary_same(self, node: exp.Func) -> tuple[exp.Expr, SparkType]:
-        """abs(x), upper(s), ...: the argument's type (numbers for abs, strings else)."""
+        """abs(x): the argument's type, numbers only (of the smallest value: Spark wraps,
+        DuckDB raises, and Spark computes it)."""
         inner, kind = self.typed(node.this)
-        numeric = isinstance(node, exp.Abs)
-        if numeric and not (kind.numeric or kind.kind == "null"):
+        if not (kind.numeric or kind.kind == "null"):
             raise _refuse(node, f"abs of {kind.describe()}")
-        if not numeric and kind not in (STRING, NULL):
-            raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
-        copy = _rebuilt(node, this=inner)
-        if isinstance(node, exp.Upper | exp.Lower):
-            return ascii_only(inner, copy), STRING
-        return copy, kind if kind.kind != "null" else (STRING if not numeric else NULL)
+        return _rebuilt(node, this=inner), kind
 
     def trim(self, node: exp.Trim) -> tuple[exp.Expr, SparkType]:
         """Spark trims only the ASCII space (or the characters named), DuckDB's bare TRIM
@@ -47,25 +40,6 @@ class Scalars(Base):
         position = node.args.get("position")
         trimmed = exp.Trim(this=inner, expression=characters.copy(), position=position)
         return trimmed, STRING
-
-    def sign(self, node: exp.Sign) -> tuple[exp.Expr, SparkType]:
-        inner, kind = self.typed(node.this)
-        if not kind.integral:  # sign(-0.0) is -0.0 in Spark, 0.0 in DuckDB
-            raise _refuse(node, f"sign of {kind.describe()}")
-        return _cast(exp.Sign(this=inner), DOUBLE), DOUBLE  # Spark's SIGN is DOUBLE
-
-    def sqrt(self, node: exp.Sqrt) -> tuple[exp.Expr, SparkType]:
-        inner, kind = self.typed(node.this)
-        if not (kind.numeric or kind.kind == "null") or kind.kind == "decimal":
-            raise _refuse(node, f"sqrt of {kind.describe()}")
-        # Spark's sqrt of a negative is NaN; DuckDB's raises (and Spark computes it).
-        return exp.Sqrt(this=_cast(inner, DOUBLE)), DOUBLE
-
-    def length(self, node: exp.Length) -> tuple[exp.Expr, SparkType]:
-        inner, kind = self.typed(node.this)
-        if kind not in (STRING, NULL):
-            raise _refuse(node, f"length of {kind.describe()}")
-        return _cast(exp.Length(this=inner), INT), INT  # BIGINT in DuckDB
 
     def substring(self, node: exp.Substring) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
