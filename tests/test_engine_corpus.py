@@ -79,7 +79,8 @@ EXPRESSIONS = [
     # DECIMAL: exact where Spark keeps every digit, refused where it rounds them away
     "m + m", "m - 1", "m * m", "m * 3", "m * n * n", "h + h", "h * h", "h * 2", "m + h",
     "m / 3", "m / n", "n / 7", "h / 3", "m / 0", "-m", "abs(m)", "round(m, 1)", "round(n, 1)",
-    "round(m, 0)", "coalesce(m, 0)", "coalesce(m, n)", "greatest(m, n)", "least(m, 1)",
+    "round(m, 0)", "bround(m, 1)", "bround(n, 0)", "bround(h, 3)", "bround(m)",
+    "coalesce(m, 0)", "coalesce(m, n)", "greatest(m, n)", "least(m, 1)",
     "CASE WHEN i > 0 THEN m ELSE n END", "IF(f, m, h)", "CAST(m AS DOUBLE)",
     "CAST(h AS DOUBLE)", "CAST(n AS DECIMAL(20,4))", "CAST(i AS DECIMAL(12,2))",
     "CAST(m AS DECIMAL(5,1))", "CAST(n AS DECIMAL(7,1))", "CAST(h AS DECIMAL(20,2))",

@@ -99,7 +99,8 @@ class Function:
     name: str
     node: type[exp.Expr] | str  # sqlglot's class, or an unparsed (Anonymous) call's name
     arguments: tuple[Argument, ...] = ()
-    result: SparkType | Callable[[Sequence[SparkType]], SparkType] = STRING
+    # Spark's result type: one, or of the arguments' types and the call (its literals)
+    result: SparkType | Callable[[Sequence[SparkType], exp.Expr], SparkType] = STRING
     duckdb: Callable[..., exp.Expr] | None = None  # over the rendered arguments, in order
     spark_tree: Callable[[exp.Expr], exp.Expr] | None = None  # Spark's own definition
     note: str = ""
@@ -154,7 +155,7 @@ def _epoch_floor(per_second: int) -> Callable[[exp.Expr], exp.Expr]:
     return floor
 
 
-def _floor_type(kinds: Sequence[SparkType]) -> SparkType:
+def _floor_type(kinds: Sequence[SparkType], _: exp.Expr) -> SparkType:
     """floor/ceil: BIGINT of integers and DOUBLE, DECIMAL(p - s + 1, 0) of DECIMAL(p, s)
     (Spark's DecimalType.bounded)."""
     kind = kinds[0]
@@ -163,10 +164,22 @@ def _floor_type(kinds: Sequence[SparkType]) -> SparkType:
     return SparkType("decimal", min(kind.precision - kind.scale + 1, 38), 0)
 
 
-def _pmod_type(kinds: Sequence[SparkType]) -> SparkType:
+def _pmod_type(kinds: Sequence[SparkType], _: exp.Expr) -> SparkType:
     order = ("tinyint", "smallint", "int", "bigint")
     known = [k for k in kinds if k.kind in order]
     return max(known, key=lambda k: order.index(k.kind)) if known else INT
+
+
+def rounded_type(kind: SparkType, scale: int) -> SparkType:
+    """round/bround of DECIMAL(p, s) to `scale` >= 0 places: DECIMAL(p - s + 1 + k, k) for
+    k = min(s, scale) (one more integer digit: round(9.9) is 10), at most 38 digits."""
+    kept = min(kind.scale, scale)
+    return SparkType("decimal", min(kind.precision - kind.scale + 1 + kept, 38), kept)
+
+
+def _bround_type(kinds: Sequence[SparkType], node: exp.Expr) -> SparkType:
+    scale = _int_value(node.expressions[1]) if len(node.expressions) > 1 else 0
+    return rounded_type(kinds[0], scale or 0)
 
 
 def _pmod(a: exp.Expr, b: exp.Expr) -> exp.Expr:
@@ -538,6 +551,12 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("sign", exp.Sign, (Argument("this", INTEGERS),), DOUBLE,
              lambda x: call("sign", x),
              note="also signum; of integers (Spark's sign(-0.0) is -0.0, DuckDB's 0.0)"),
+    Function("bround", "bround",
+             (Argument(0, frozenset({"decimal"}), null=False),  # Spark types NULL DOUBLE
+              Argument(1, INTEGERS, _literal_int(0), "a literal >= 0", optional=True,
+                       absent=lambda: _num(0))),
+             _bround_type, lambda x, d: call("round_even", x, d),
+             note="of a DECIMAL: half to even, exactly (of a DOUBLE: see round)"),
     Function("isnan", exp.IsNan, (Argument("this", NUMBERS),), BOOLEAN,
              lambda x: exp.Coalesce(this=call("isnan", x), expressions=[exp.false()]),
              note="false for NULL, as Spark"),
@@ -569,6 +588,7 @@ REFUSED: dict[str, str] = {
     "the last bit of a DOUBLE; not yet proven on generated values",
     "round, bround of a DOUBLE": "Spark rounds the DOUBLE's shortest decimal text, DuckDB "
     "the binary value (round(2.675, 2): 2.68 in Spark, 2.67 in DuckDB)",
+    "round, bround to a negative scale": "not yet proven equal on generated values",
     "crc32": "DuckDB has no CRC-32",
     "sha2 with 224, 384 or 512 bits": "DuckDB computes SHA-256 only",
     "lpad, rpad with an empty pad": "DuckDB raises, Spark returns the string cut to length",
@@ -608,6 +628,7 @@ def function_table() -> str:
 
 
 _RESULTS = {"floor": "BIGINT; DECIMAL(p - s + 1, 0) of a DECIMAL", "ceil": "as floor",
+            "bround": "DECIMAL(p - s + 1 + k, k), k the places kept",
             "pmod": "the wider integer type"}  # fmt: skip
 
 

@@ -128,7 +128,7 @@ class Base:
             raise _refuse(node, f"{function.name}: {why}") from None
         result = function.result
         if not isinstance(result, SparkType):
-            result = result(kinds)
+            result = result(kinds, node)
         return _cast(computed, result), result
 
     def _argument(

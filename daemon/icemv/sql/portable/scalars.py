@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from icemv.sql import decimals
+from icemv.sql.functions import rounded_type
 from icemv.sql.portable.base import Base
 from icemv.sql.portable.common import _TRUNC_UNITS, _cast, _rebuilt, _refuse
 from icemv.sql.spark_types import (
@@ -78,9 +78,7 @@ class Scalars(Base):
         scale = places if isinstance(places, int) else int(places.this)
         if kind.kind != "decimal" or scale < 0:
             raise _refuse(node, f"ROUND of {kind.describe()}")
-        kept = min(kind.scale, scale)  # one more integer digit: round(9.9) is 10
-        whole = min(kind.precision - kind.scale + 1 + kept, decimals.MAX_PRECISION)
-        result = SparkType("decimal", whole, kept)
+        result = rounded_type(kind, scale)
         return _cast(_rebuilt(node, this=inner), result), result
 
     def as_timestamp(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
