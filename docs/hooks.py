@@ -11,7 +11,7 @@ A page asks for a generated part with a marker on a line of its own:
 - `<!-- icemv:portability-gate -->`: where DuckDB and Spark differ and what the gate does,
   the list in `sql/portable/__init__.py`'s docstring;
 - `<!-- icemv:functions -->`: the functions the embedded engine computes and those it
-  refuses, with why, from the tables in `sql/functions.py`.
+  refuses, with why, from the tables in `sql/functions/table.py`.
 
 `deploy/OPERATIONS.md` (the operators' runbook, kept beside the chart and its alerts) is
 published as `operations.md`: MkDocs reads pages only under `docs/`, so the hook adds it as
@@ -255,7 +255,7 @@ def portability_gate() -> str:
 
 
 def functions() -> str:
-    """The embedded engine's function tables (sql/functions.py), as Markdown."""
+    """The embedded engine's function tables (sql/functions/table.py), as Markdown."""
     from icemv.sql.functions import function_table
 
     return function_table() + "\n"

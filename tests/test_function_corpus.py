@@ -1,4 +1,4 @@
-"""Every function of the gate's table (sql/functions.py), proven equal to Spark 3.5 on
+"""Every function of the gate's table (sql/functions/table.py), proven equal to Spark 3.5 on
 generated values: per argument type the edges (NULL, empty, Unicode with combining marks
 and emoji, negative, zero, the extreme integers, NaN and infinities, years 1 and 9999,
 leap days, ISO week edges) and seeded random values, each function called with every

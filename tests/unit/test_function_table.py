@@ -1,4 +1,4 @@
-"""The embedded engine's function table (sql/functions.py) as the gate reads it: rows
+"""The embedded engine's function table (sql/functions/table.py) as the gate reads it: rows
 drive admission and rendering, literal conditions refuse with the row's reason, and the
 docs' list is built from the tables."""
 

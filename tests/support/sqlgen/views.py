@@ -93,7 +93,7 @@ class ViewGen:
             f"length({self.expr(scope, 'string', depth)})",
             f"month({self.expr(scope, 'date', depth)})",
             f"hour({self.expr(scope, 'timestamp', depth)})",
-            # functions of the embedded engine's table (sql/functions.py)
+            # functions of the embedded engine's table (sql/functions/table.py)
             f"dayofweek({self.expr(scope, 'date', depth)})",
             f"weekofyear({self.expr(scope, 'timestamp', depth)})",
             f"datediff({self.expr(scope, 'date', depth)}, {self.expr(scope, 'date', depth)})",

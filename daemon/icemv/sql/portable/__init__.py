@@ -82,7 +82,7 @@ Where the engines differ, and what the gate does about it:
 - ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
   NULLs). Which row's value neither engine defines; where the group decides it, both
   give it.
-- functions: besides those above, the table of sql/functions.py (each argument's types
+- functions: besides those above, the table of sql/functions/table.py (each argument's types
   and literals, Spark's result type, the DuckDB expression), proven per function on
   generated values; set operations other than UNION ALL, complex types, and functions
   in neither: refused.

@@ -1,5 +1,5 @@
 """The expression pass's core: typing a node by its handler or by the function table
-(sql/functions.py), and the joint type of values Spark would cast alike."""
+(sql/functions/table.py), and the joint type of values Spark would cast alike."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class Base:
         return found
 
     def function(self, node: exp.Expr, function: Function) -> tuple[exp.Expr, SparkType]:
-        """A function of the table (sql/functions.py): Spark's own tree of it typed in its
+        """A function of the table (sql/functions/table.py): Spark's own tree of it typed in its
         place, or its arguments typed and checked against its row and its DuckDB
         expression cast strictly to Spark's result type."""
         if function.spark_tree is not None:
