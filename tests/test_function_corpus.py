@@ -48,7 +48,8 @@ LITERALS = [*(exp.Literal.number(n) for n in (0, 1, 2, 5, 256)),
             *(exp.Neg(this=exp.Literal.number(n)) for n in (1, 3)),
             *(exp.Literal.string(t) for t in ("", ",", "a", "ß", "ab", "e\u0301", "MM", "YEAR",
                                               "QUARTER", "WEEK", "MON", "yy", "x", "su",
-                                              "Friday"))]  # fmt: skip
+                                              "Friday")),
+            exp.true(), exp.false()]  # fmt: skip
 # Java patterns (the rows of regular expressions take these) and replacements.
 PATTERNS = [".", "a.c", "^a", "b$", "\\d+", "\\s", "\\S+", "\\w+", "[a-c]+", "[^a-z]",
             "(a|b)+", "(\\w)(\\w)?", "a*", "x?", "ß|日", "(?:ab)+", ".*", "[\\s,]", "\\.",

@@ -58,7 +58,8 @@ def test_rows_render_spark_s_semantics_and_types() -> None:
         ("substring_index(s, ',,', 1)", "a one-character literal"),
         ("concat_ws(',')", "without all its arguments"),
         ("concat_ws(',', i)", "concat_ws of int"),
-        ("months_between(ts, ts)", "Spark only"),
+        ("months_between(ts, ts, f)", "a literal"),
+        ("crc32(s)", "Spark only"),
     ],
 )
 def test_a_row_refuses_what_it_does_not_admit(expression: str, why: str) -> None:

@@ -116,6 +116,8 @@ class ViewGen:
             f"({self.expr(scope, 'int', depth)} / {self.expr(scope, 'int', depth)})",
             f"CAST({self.expr(scope, 'decimal', depth)} AS DOUBLE)", f"({a} * 1.5)",
             f"({a} + {self.expr(scope, 'double', depth)})",
+            f"months_between({self.expr(scope, 'timestamp', depth)}, "
+            f"{self.expr(scope, 'date', depth)})",
         ])  # fmt: skip
 
     def _decimal_expr(self, scope: list[Ref], depth: int) -> str:

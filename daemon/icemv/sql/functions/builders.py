@@ -266,3 +266,51 @@ def substring_index(value: exp.Expr, delimiter: exp.Expr, count: exp.Expr) -> ex
     kept = (call("list_slice", parts, num(1), count) if number >= 0
             else call("list_slice", parts, count, num(-1)))  # fmt: skip
     return call("array_to_string", kept, delimiter.copy())
+
+
+def _seconds_of_day(value: exp.Expr) -> exp.Expr:
+    """Whole seconds since the local day began (the session zone's midnight), as Spark
+    counts them: an instant's difference, so a DST day's 03:00 is 7,200 s after its
+    midnight in New York, not 10,800."""
+    midnight = exp.Cast(this=exp.Cast(this=value.copy(), to=exp.DataType.build("DATE")),
+                        to=exp.DataType.build("TIMESTAMPTZ"))  # fmt: skip
+    elapsed = minus(call("epoch_us", value), call("epoch_us", midnight))
+    return exp.Paren(this=exp.IntDiv(this=exp.Paren(this=elapsed), expression=num(1_000_000)))
+
+
+def _double(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
+
+
+def months_between(later: exp.Expr, earlier: exp.Expr, round_off: exp.Expr) -> exp.Expr:
+    """Spark 3.5's DateTimeUtils.monthsBetween over the local dates: whole months when the
+    days of the month are equal or both the last, else the months plus the difference in
+    seconds (days apart, and seconds since each local midnight) over 31 days' seconds, in
+    DOUBLE (each step one IEEE operation on exact integers: both engines round alike),
+    then (round_off) Java's Math.round(diff * 1e8) / 1e8, Math.round being floor(x + 1/2)
+    exactly: the floor, plus one where x less its floor (exact) is at least 1/2."""
+    months = [exp.Paren(this=plus(exp.Mul(this=call("year", v), expression=num(12)),
+                                  call("month", v.copy())))
+              for v in (later, earlier)]  # fmt: skip
+    month_diff = _double(exp.Paren(this=minus(*months)))
+    days = [call("day", v.copy()) for v in (later, earlier)]
+    lasts = [exp.EQ(this=call("day", v.copy()), expression=call("day", call("last_day", v.copy())))
+             for v in (later, earlier)]  # fmt: skip
+    whole = exp.or_(exp.EQ(this=days[0], expression=days[1]), exp.and_(*lasts))
+    seconds = plus(
+        exp.Mul(this=exp.Paren(this=minus(days[0].copy(), days[1].copy())), expression=num(86400)),
+        exp.Paren(this=minus(_seconds_of_day(later), _seconds_of_day(earlier))),
+    )
+    diff = plus(month_diff.copy(), exp.Div(this=_double(seconds),
+                                            expression=_double(num(2678400))))  # fmt: skip
+    scaled = exp.Mul(this=exp.Paren(this=diff.copy()), expression=_double(num(100000000)))
+    floor = call("floor", scaled)
+    up = exp.GTE(
+        this=minus(scaled.copy(), floor.copy()), expression=_double(exp.Literal.number("0.5"))
+    )
+    rounded = exp.Div(
+        this=exp.Case(ifs=[exp.If(this=up, true=plus(floor.copy(), num(1)))], default=floor.copy()),
+        expression=_double(num(100000000)),
+    )
+    computed = exp.Case(ifs=[exp.If(this=round_off, true=rounded)], default=diff)
+    return exp.Case(ifs=[exp.If(this=whole, true=month_diff)], default=computed)

@@ -63,6 +63,7 @@ class Argument:
     absent: Callable[[], exp.Expr] | None = None
     null: bool = True  # a NULL literal admitted here
     repeated: bool = False  # at an int: this and every later argument (at least one)
+    cast_to: SparkType | None = None  # other admitted kinds cast to it first, as Spark does
 
 
 @dataclass(frozen=True)

@@ -142,8 +142,11 @@ class Base:
             kind.kind == "null" and not argument.null
         ):
             raise _refuse(node, f"{function.name} of {kind.describe()}")
-        if argument.kinds == DATE_LIKE and kind == TIMESTAMP:  # its date, in the zone
-            rendered, kind = _cast(rendered, DATE), DATE
+        target = argument.cast_to
+        if target is None and argument.kinds == DATE_LIKE:
+            target = DATE  # a TIMESTAMP's date, in the zone
+        if target is not None and kind.kind not in ("null", target.kind):
+            rendered, kind = _cast(rendered, target), target
         if kind.kind == "null":  # typed, or DuckDB cannot choose the function's overload
             rendered = _cast(rendered, _NULL_AS[min(argument.kinds)])
         return rendered, kind
