@@ -35,9 +35,9 @@ Where the engines differ, and what the gate does about it:
 - casts: Spark's CAST (non-ANSI) gives NULL or wraps where DuckDB's raises or rounds
   differently: every cast is rendered strict (a value that does not fit raises in DuckDB,
   and Spark computes it), so admitted are integers to integers, integers to DOUBLE and
-  DECIMAL, DECIMAL to DECIMAL (fewer places round half up in both), DECIMAL to DOUBLE of
-  at most 15 digits, TIMESTAMP to DATE and back, integers and dates to strings, ISO date
-  and timestamp literals. An integer literal in DECIMAL arithmetic is typed by its digits,
+  DECIMAL, DECIMAL to DECIMAL (fewer places round half up in both), DECIMAL to DOUBLE
+  (the nearest DOUBLE in both: checked at every precision on DuckDB 2.0.1), TIMESTAMP to
+  DATE and back, integers and dates to strings, ISO date and timestamp literals. An integer literal in DECIMAL arithmetic is typed by its digits,
   as Spark does. A string literal cast to a number has one value, computed at plan time
   as Spark does (sql/string_casts.py) and rendered as an exact literal. A string cast to
   an integer type, and a string compared with an integer (Spark casts the string), by
@@ -47,10 +47,9 @@ Where the engines differ, and what the gate does about it:
   in both; LIKE only with a literal pattern without escapes; SUBSTR with literal positions
   from 1; regular expressions (RLIKE, regexp_extract, regexp_replace) only of a literal
   Java pattern in the subset sql/regex.py writes as an RE2 pattern matching alike; UPPER
-  and LOWER agree on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'):
-  other text raises in DuckDB. TRIM names its characters for DuckDB (a bare TRIM there also
-  removes Unicode spaces such as U+00A0, Spark's only the ASCII space). sign(-0.0) is
-  -0.0 in Spark: SIGN of integers only.
+  and LOWER (rows of the function table) agree on ASCII only (Spark's upper('ß') is 'SS',
+  DuckDB's 'ẞ'): other text raises in DuckDB. TRIM names its characters for DuckDB (a bare
+  TRIM there also removes Unicode spaces such as U+00A0, Spark's only the ASCII space).
 - NULL ordering: Spark puts NULLs first ascending and last descending; a window's ORDER
   BY is written out that way for DuckDB (sqlglot's dialects). Windows: ranks (PERCENT_RANK and
   CUME_DIST one DOUBLE division of counts in both), LAG/LEAD and
@@ -62,8 +61,10 @@ Where the engines differ, and what the gate does about it:
   `NOT (x IN (SELECT ...))` where a WHERE tests its truth alone: under AND/OR, as a
   CASE/IF condition or branch (`_filters`); and `x IN (SELECT ...)` or `NOT (x IN (SELECT
   ...))` in a projection under no other NOT, as `COALESCE(..., FALSE)`: there Spark gives
-  FALSE where SQL, and DuckDB, give NULL (`_valued`). Elsewhere refused: Spark's
-  optimiser moves NOTs onto the IN, where its NULL-aware NOT IN is not the NOT of its IN.
+  FALSE where SQL, and DuckDB, give NULL (`_valued`). Spark's optimiser first moves NOTs
+  through AND, OR and NOT onto the IN (De Morgan), where its NULL-aware NOT IN is not the
+  NOT of its IN: the gate moves them the same way before it looks (`_nots_pushed`); a NOT
+  left above anything else (a CASE, a comparison) over an IN is refused.
   Integers and strings in an IN (a list or a subquery) compare as strings, as in Spark.
 - WITH: each CTE gated like a query (a column list renames its columns), its name hiding
   a relation's; recursive WITH refused.
@@ -79,6 +80,9 @@ Where the engines differ, and what the gate does about it:
   has a row). GROUPING(x) is TINYINT in Spark (cast), GROUPING_ID() the same bits in both
   (the first grouping expression highest). WITH ROLLUP / WITH CUBE and nested sets
   refused.
+- MEDIAN and `percentile(x, p)`: of integers of at most 32 bits, p a multiple of 1/16,
+  DuckDB's `quantile_cont` of the values as DOUBLE: both interpolations exact there
+  (aggregates.py); other types, p and DISTINCT refused.
 - ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
   NULLs). Which row's value neither engine defines; where the group decides it, both
   give it.
