@@ -37,8 +37,8 @@ Where the engines differ, and what the gate does about it:
   and Spark computes it), so admitted are integers to integers, integers to DOUBLE and
   DECIMAL, DECIMAL to DECIMAL (fewer places round half up in both), DECIMAL to DOUBLE
   (the nearest DOUBLE in both: checked at every precision on DuckDB 2.0.1), TIMESTAMP to
-  DATE and back, integers and dates to strings, ISO date and timestamp literals. An integer literal in DECIMAL arithmetic is typed by its digits,
-  as Spark does. A string literal cast to a number has one value, computed at plan time
+  DATE and back, integers and dates to strings, ISO date and timestamp literals. An
+  integer literal in DECIMAL arithmetic is typed by its digits, as Spark does. A string literal cast to a number has one value, computed at plan time
   as Spark does (sql/string_casts.py) and rendered as an exact literal. A string cast to
   an integer type, and a string compared with an integer (Spark casts the string), by
   Spark's grammar written out (string_numbers.py: blanks trimmed, a fraction truncated,
