@@ -314,3 +314,61 @@ def months_between(later: exp.Expr, earlier: exp.Expr, round_off: exp.Expr) -> e
     )
     computed = exp.Case(ifs=[exp.If(this=round_off, true=rounded)], default=diff)
     return exp.Case(ifs=[exp.If(this=whole, true=month_diff)], default=computed)
+
+
+# extract(field FROM x) and date_part('field', x): Spark's fields, as the function each one
+# is (DateTimeUtils / DatePart: year(x), ...); SECOND (a DECIMAL with the fraction) and
+# the ISO and epoch fields are not among them.
+_FIELDS: dict[str, type[exp.Expr]] = {
+    **dict.fromkeys(("YEAR", "Y", "YEARS", "YR", "YRS"), exp.Year),
+    **dict.fromkeys(("QUARTER", "QTR"), exp.Quarter),
+    **dict.fromkeys(("MONTH", "MON", "MONS", "MONTHS"), exp.Month),
+    **dict.fromkeys(("WEEK", "W", "WEEKS"), exp.WeekOfYear),
+    **dict.fromkeys(("DAY", "D", "DAYS"), exp.Day),
+    **dict.fromkeys(("DAYOFWEEK", "DOW"), exp.DayOfWeek),
+    "DOY": exp.DayOfYear,
+    **dict.fromkeys(("HOUR", "H", "HOURS", "HR", "HRS"), exp.Hour),
+    **dict.fromkeys(("MINUTE", "M", "MIN", "MINS", "MINUTES"), exp.Minute),
+}
+
+
+def _field(name: str, value: exp.Expr) -> exp.Expr:
+    part = _FIELDS.get(name.upper())
+    if part is None:
+        raise Untranslatable(f"the field {name!r}")
+    return part(this=value.copy())
+
+
+def extract_tree(node: exp.Expr) -> exp.Expr:
+    """extract(field FROM x) is Spark's function of the field: year(x), month(x), ..."""
+    field = node.this
+    return _field(field.name if isinstance(field, exp.Var | exp.Literal) else "", node.expression)
+
+
+def date_part_tree(node: exp.Expr) -> exp.Expr:
+    """date_part('field', x) is extract(field FROM x)."""
+    field, value = [*node.expressions, None, None][:2]
+    if not (isinstance(field, exp.Literal) and field.is_string) or value is None:
+        raise Untranslatable("a field that is not a literal")
+    return _field(field.this, value)
+
+
+def is_null_tree(node: exp.Expr) -> exp.Expr:
+    """isnull(x) is `x IS NULL`."""
+    return exp.Is(this=node.expressions[0].copy(), expression=exp.null())
+
+
+def is_not_null_tree(node: exp.Expr) -> exp.Expr:
+    """isnotnull(x) is `NOT x IS NULL`."""
+    return exp.Not(this=is_null_tree(node))
+
+
+def ilike_tree(node: exp.Expr) -> exp.Expr:
+    """`s ILIKE p` is Spark's `lower(s) LIKE lower(p)`: a literal ASCII pattern lowered
+    here (LIKE needs a literal; other text is refused by lower's row: case mapping)."""
+    pattern = node.expression
+    if isinstance(pattern, exp.Literal) and pattern.is_string and pattern.this.isascii():
+        pattern = exp.Literal.string(pattern.this.lower())
+    else:
+        pattern = exp.Lower(this=pattern.copy())
+    return exp.Like(this=exp.Lower(this=node.this.copy()), expression=pattern)

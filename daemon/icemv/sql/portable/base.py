@@ -95,7 +95,11 @@ class Base:
         place, or its arguments typed and checked against its row and its DuckDB
         expression cast strictly to Spark's result type."""
         if function.spark_tree is not None:
-            return self.typed(function.spark_tree(node))
+            try:
+                tree = function.spark_tree(node)
+            except Untranslatable as why:
+                raise _refuse(node, f"{function.name}: {why}") from None
+            return self.typed(tree)
         set_ = [name for name in function.forbidden_args if node.args.get(name) is not None]
         if set_:
             raise _refuse(node, f"{function.name} with {', '.join(set_)}")
