@@ -83,6 +83,7 @@ EXPRESSIONS = [
     "coalesce(m, 0)", "coalesce(m, n)", "greatest(m, n)", "least(m, 1)",
     "CASE WHEN i > 0 THEN m ELSE n END", "IF(f, m, h)", "CAST(m AS DOUBLE)",
     "CAST(h AS DOUBLE)", "CAST(n AS DECIMAL(20,4))", "CAST(i AS DECIMAL(12,2))",
+    "CAST(i AS DECIMAL(5,2))", "CAST(b AS DECIMAL(10,0))", "CAST(r AS DECIMAL(3,1))",
     "CAST(m AS DECIMAL(5,1))", "CAST(n AS DECIMAL(7,1))", "CAST(h AS DECIMAL(20,2))",
     "m * 1.5", "n * 10", "m + 1", "n / 0.3",
     # past precision 38 Spark rounds the exact value HALF_UP to fewer places: DuckDB's exact
