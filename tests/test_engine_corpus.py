@@ -107,6 +107,9 @@ EXPRESSIONS = [
     "date_trunc('MONTH', ts)", "date_trunc('WEEK', ts)", "date_trunc('QUARTER', ts)",
     "date_trunc('YEAR', ts)", "date_trunc('MINUTE', ts)", "CAST(day AS TIMESTAMP)",
     "year(day)", "month(day)", "day(day)", "hour(ts)", "minute(ts)", "second(ts)",
+    "CAST(ts AS STRING)", "concat(CAST(ts AS STRING), '|', s)",
+    "CAST(CAST('2024-01-01 10:00:00.25' AS TIMESTAMP) AS STRING)",
+    "CAST(CAST('0999-06-01 10:00:00.5' AS TIMESTAMP) AS STRING)",
     # extract / date_part as the function of their field; isnull, isnotnull, ILIKE
     "extract(YEAR FROM ts)", "extract(dow FROM day)", "extract(QUARTER FROM ts)",
     "extract(W FROM day)", "extract(DOY FROM ts)", "extract(HOUR FROM ts)",

@@ -20,9 +20,15 @@ Modules: `model` (a row), `builders` (the rows' DuckDB expressions and checks), 
 (the rows, the refusals, the gate's lookup and the docs' list).
 """
 
-from icemv.sql.functions.builders import HALF_WAY_PATTERN, ascii_only, rounded_type
+from icemv.sql.functions.builders import (
+    HALF_WAY_PATTERN,
+    ascii_only,
+    rounded_type,
+    timestamp_text,
+)
 from icemv.sql.functions.model import DATE_LIKE, Argument, Function, call
 from icemv.sql.functions.table import FUNCTIONS, REFUSED, function_of, function_table
 
 __all__ = ["DATE_LIKE", "FUNCTIONS", "HALF_WAY_PATTERN", "REFUSED", "Argument", "Function",
-           "ascii_only", "call", "function_of", "function_table", "rounded_type"]  # fmt: skip
+           "ascii_only", "call", "function_of", "function_table", "rounded_type",
+           "timestamp_text"]  # fmt: skip

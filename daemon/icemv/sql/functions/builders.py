@@ -372,3 +372,23 @@ def ilike_tree(node: exp.Expr) -> exp.Expr:
     else:
         pattern = exp.Lower(this=pattern.copy())
     return exp.Like(this=exp.Lower(this=node.this.copy()), expression=pattern)
+
+
+def timestamp_text(value: exp.Expr) -> exp.Expr:
+    """CAST(ts AS STRING) as Spark writes it: `yyyy-MM-dd HH:mm:ss` in the session zone,
+    then the fraction of a second without its trailing zeros (none when whole); a year
+    outside 1-9999 raises (Spark computes it)."""
+    text = call("strftime", value, exp.Literal.string("%Y-%m-%d %H:%M:%S"))
+    micros = mod(call("microsecond", value.copy()), num(1_000_000))
+    digits = call("lpad", exp.Cast(this=micros.copy(), to=exp.DataType.build("VARCHAR")),
+                  num(6), exp.Literal.string("0"))  # fmt: skip
+    fraction = exp.Case(
+        ifs=[exp.If(this=exp.EQ(this=micros, expression=num(0)), true=empty())],
+        default=exp.DPipe(this=exp.Literal.string("."), safe=False,
+                          expression=call("rtrim", digits, exp.Literal.string("0"))),
+    )  # fmt: skip
+    year = call("year", value.copy())
+    outside = exp.Not(this=exp.Between(this=year, low=num(1), high=num(9999)))
+    fail = call("error", exp.Literal.string("a year CAST(ts AS STRING) writes otherwise"))
+    joined = exp.DPipe(this=text, expression=exp.Paren(this=fraction), safe=False)
+    return exp.Case(ifs=[exp.If(this=outside, true=fail)], default=joined)

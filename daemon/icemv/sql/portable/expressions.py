@@ -10,6 +10,7 @@ from typing import Any
 from sqlglot import exp
 
 from icemv.sql import decimals
+from icemv.sql.functions import timestamp_text
 from icemv.sql.portable.aggregates import Aggregates, _windowed_average
 from icemv.sql.portable.base import Handler
 from icemv.sql.portable.common import (
@@ -79,6 +80,8 @@ class Expressions(Scalars, Aggregates):
         rendered, source = self.typed(value)
         if source == STRING and target.integral:
             return integral_of_string(rendered, target), target
+        if source == TIMESTAMP and target == STRING:
+            return _cast(timestamp_text(rendered), STRING), STRING
         if not _safe_cast(source, target):
             raise _refuse(node, f"CAST from {source.describe()} to {target.describe()}")
         return _cast(rendered, target), target
