@@ -110,6 +110,9 @@ EXPRESSIONS = [
     "CAST(ts AS STRING)", "concat(CAST(ts AS STRING), '|', s)",
     "CAST(CAST('2024-01-01 10:00:00.25' AS TIMESTAMP) AS STRING)",
     "CAST(CAST('0999-06-01 10:00:00.5' AS TIMESTAMP) AS STRING)",
+    "CAST(m AS STRING)", "CAST(n AS STRING)", "CAST(-m AS STRING)", "CAST(m * n AS STRING)",
+    "CAST(h AS STRING)", "CAST(CAST(0 AS DECIMAL(9,6)) AS STRING)",
+    "CAST(CAST(n AS DECIMAL(10,6)) / 1000 AS STRING)",
     # extract / date_part as the function of their field; isnull, isnotnull, ILIKE
     "extract(YEAR FROM ts)", "extract(dow FROM day)", "extract(QUARTER FROM ts)",
     "extract(W FROM day)", "extract(DOY FROM ts)", "extract(HOUR FROM ts)",

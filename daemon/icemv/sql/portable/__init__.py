@@ -37,13 +37,14 @@ Where the engines differ, and what the gate does about it:
   and Spark computes it), so admitted are integers to integers, integers to DOUBLE and
   DECIMAL, DECIMAL to DECIMAL (fewer places round half up in both), DECIMAL to DOUBLE (the
   nearest DOUBLE in both: checked at every precision on DuckDB 2.0.1), TIMESTAMP to DATE and
-  back, integers, dates and timestamps to strings (a timestamp as Spark writes it: its
-  fraction without trailing zeros), ISO date and timestamp literals. An integer literal in
-  DECIMAL arithmetic is typed by its digits, as Spark does. A string literal cast to a
-  number has one value, computed at plan time as Spark does (sql/string_casts.py) and
-  rendered as an exact literal. A string cast to an integer type, and a string compared with
-  an integer (Spark casts the string), by Spark's grammar written out (string_numbers.py:
-  blanks trimmed, a fraction truncated, NULL past the range).
+  back, integers, dates, timestamps and DECIMALs of scale at most 6 (never E notation in
+  Spark) to strings (a timestamp as Spark writes it: its fraction without trailing zeros),
+  ISO date and timestamp literals. An integer literal in DECIMAL arithmetic is typed by its
+  digits, as Spark does. A string literal cast to a number has one value, computed at plan
+  time as Spark does (sql/string_casts.py) and rendered as an exact literal. A string cast
+  to an integer type, and a string compared with an integer (Spark casts the string), by
+  Spark's grammar written out (string_numbers.py: blanks trimmed, a fraction truncated, NULL
+  past the range).
 - strings: CONCAT and `||` are NULL when an argument is (`||` in both); ordering is binary
   in both; LIKE only with a literal pattern without escapes; SUBSTR with literal positions
   from 1; regular expressions (RLIKE, regexp_extract, regexp_replace) only of a literal
