@@ -294,6 +294,22 @@ QUERIES = [
         "SELECT r AS k, CASE WHEN e.f THEN NOT (e.r = 1 OR e.i IN (SELECT o.i FROM edge o)) "
         "ELSE NOT (e.f) END AS a FROM edge e",
     ]),
+    # window frames: ROWS by counts, RANGE from the partition's start (r is unique: the
+    # frames hold the same rows in both)
+    *(FRAMES := [
+        "SELECT r AS k, sum(i) OVER (ORDER BY r ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS a, "
+        "count(s) OVER (PARTITION BY f ORDER BY r ROWS BETWEEN UNBOUNDED PRECEDING AND "
+        "CURRENT ROW) AS c, max(m) OVER (ORDER BY r ROWS BETWEEN CURRENT ROW AND 2 FOLLOWING) "
+        "AS d, min(day) OVER (PARTITION BY f ORDER BY r RANGE BETWEEN UNBOUNDED PRECEDING AND "
+        "UNBOUNDED FOLLOWING) AS e FROM edge",
+        "SELECT r AS k, avg(i) OVER (ORDER BY r ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a, "
+        "sum(m) OVER (PARTITION BY f ORDER BY r DESC ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED "
+        "FOLLOWING) AS c, count(*) OVER (ORDER BY r ROWS 3 PRECEDING) AS d, "
+        "sum(i) OVER (ORDER BY day RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS e "
+        "FROM edge",
+    ]),
+    "SELECT r AS k, sum(i) OVER (ORDER BY r RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) AS a "
+    "FROM edge",  # a RANGE offset: refused
     # ILIKE over ASCII text (other text raises in DuckDB: case mapping)
     *(ILIKES := [
         "SELECT r AS k, s ILIKE 'A%' AS a, s ILIKE '%B_' AS c, s ILIKE 'z' AS d FROM edge "
@@ -541,6 +557,7 @@ def test_every_admitted_expression_is_computed_as_spark_computes_it(engines: Any
         *VALUED_INS,
         *PUSHED_NOTS,
         *ILIKES,
+        *FRAMES,
         *MEDIANS,
         *ORDERED,
     ]

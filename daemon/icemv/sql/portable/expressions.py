@@ -264,9 +264,15 @@ class Expressions(Scalars, Aggregates):
         """Ranks, LAG/LEAD and aggregates over a partition, ordered as Spark orders (NULLs
         first ascending, last descending: sqlglot writes them out for DuckDB); the
         default frame only."""
-        if node.args.get("spec") or node.args.get("alias") or node.args.get("first"):
-            raise _refuse(node, "a window frame or named window (Spark only)")
+        if node.args.get("alias") or node.args.get("first"):
+            raise _refuse(node, "a named window (Spark only)")
         function = node.this
+        spec = node.args.get("spec")
+        if spec is not None and not (
+            isinstance(function, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg)
+            and _same_frame(spec)
+        ):
+            raise _refuse(node, "a window frame other than ROWS, or RANGE unbounded before")
         if isinstance(function, exp.RowNumber | exp.Rank | exp.DenseRank | exp.PercentRank
                       | exp.CumeDist):  # fmt: skip
             if function.expressions if hasattr(function, "expressions") else False:
@@ -290,6 +296,8 @@ class Expressions(Scalars, Aggregates):
                 children["default"] = rendered_default
             rendered_function, cast_to = _rebuilt(function, **children), kind
         elif isinstance(function, exp.Avg) and self.typed(function.this)[1].kind == "decimal":
+            if spec is not None:
+                raise _refuse(node, "AVG of a DECIMAL over a window frame")
             return self.typed(_windowed_average(node, function, self.typed(function.this)[1]))
         elif isinstance(function, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg):
             rendered_function, kind = self.typed(function)
@@ -415,6 +423,45 @@ _HANDLERS: dict[type[exp.Expr], Handler] = {
 }
 
 Expressions.handlers = _HANDLERS
+
+
+def _same_frame(spec: exp.Expr) -> bool:
+    """A frame both engines bound alike: ROWS between UNBOUNDED, CURRENT ROW or a literal
+    count of rows before or after; RANGE only from UNBOUNDED PRECEDING to CURRENT ROW or
+    UNBOUNDED FOLLOWING (a RANGE offset's arithmetic on the ORDER BY key, and its NULLs,
+    are not compared). Which rows a ROWS frame holds among ORDER BY ties is the sort's in
+    both: as in Spark itself, only ties that are whole rows alike give one answer."""
+    if any(spec.args.get(key) for key in ("exclude",)):
+        return False
+    start, end = spec.args.get("start"), spec.args.get("end")
+    start_side, end_side = spec.args.get("start_side"), spec.args.get("end_side")
+    if str(spec.args.get("kind", "")).upper() == "RANGE":
+        return _bound(start) == "UNBOUNDED" and str(start_side).upper() == "PRECEDING" and (
+            end is None or _bound(end) == "CURRENT ROW"
+            or (_bound(end) == "UNBOUNDED" and str(end_side).upper() == "FOLLOWING")
+        )  # fmt: skip
+    if str(spec.args.get("kind", "")).upper() != "ROWS":
+        return False
+    return _row_bound(start, start_side, "PRECEDING") and (
+        end is None or _row_bound(end, end_side, "FOLLOWING")
+    )
+
+
+def _bound(value: object) -> str:
+    return str(value.name if isinstance(value, exp.Expr) else value or "").upper()
+
+
+def _row_bound(value: object, side: object, unbounded_side: str) -> bool:
+    if _bound(value) == "CURRENT ROW":
+        return True
+    if _bound(value) == "UNBOUNDED":
+        return str(side).upper() == unbounded_side
+    return (
+        isinstance(value, exp.Literal)
+        and not value.is_string
+        and value.this.isdigit()
+        and str(side).upper() in ("PRECEDING", "FOLLOWING")
+    )
 
 
 def _as_strings(kinds: Sequence[SparkType]) -> list[bool]:
