@@ -10,12 +10,12 @@ import pytest
 from sqlglot import parse_one
 
 from icemv.errors import EngineRefusedError
-from icemv.sql.functions import FUNCTIONS, REFUSED, function_of, function_table
+from icemv.sql.functions import FUNCTIONS, HANDLED, REFUSED, function_of, function_table
 from icemv.sql.portable import to_duckdb
-from icemv.sql.spark_types import BIGINT, DATE, INT, STRING, TIMESTAMP, SparkType
+from icemv.sql.spark_types import BIGINT, DATE, DOUBLE, INT, STRING, TIMESTAMP, SparkType
 
 RELATIONS = {"t": {"s": STRING, "d": DATE, "ts": TIMESTAMP, "i": INT, "b": BIGINT,
-                   "m": SparkType("decimal", 12, 2)}}  # fmt: skip
+                   "x": DOUBLE, "m": SparkType("decimal", 12, 2)}}  # fmt: skip
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "embedded-engine.md"
 
 
@@ -74,3 +74,13 @@ def test_the_docs_list_is_built_from_the_tables() -> None:
     for names in REFUSED:
         assert f"| {names} |" in table
     assert "<!-- icemv:functions -->" in DOCS.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("names", "call"), [(names, call) for names, call, _ in HANDLED])
+def test_each_function_the_docs_list_as_handled_is_admitted(names: str, call: str) -> None:
+    sql = f"SELECT {call} AS v FROM t"
+    if call.startswith("explode("):  # a generator: in a LATERAL VIEW
+        sql = f"SELECT i, v FROM t LATERAL VIEW {call} e AS v"
+    if call.startswith("grouping_id("):  # meaningful with grouping sets only
+        sql = f"SELECT i, {call} AS v FROM t GROUP BY GROUPING SETS ((i), ())"
+    to_duckdb(parse_one(sql, read="spark"), RELATIONS)  # EngineRefusedError if refused

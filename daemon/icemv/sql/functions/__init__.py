@@ -27,8 +27,14 @@ from icemv.sql.functions.builders import (
     timestamp_text,
 )
 from icemv.sql.functions.model import DATE_LIKE, Argument, Function, call
-from icemv.sql.functions.table import FUNCTIONS, REFUSED, function_of, function_table
+from icemv.sql.functions.table import (
+    FUNCTIONS,
+    HANDLED,
+    REFUSED,
+    function_of,
+    function_table,
+)
 
-__all__ = ["DATE_LIKE", "FUNCTIONS", "HALF_WAY_PATTERN", "REFUSED", "Argument", "Function",
-           "ascii_only", "call", "function_of", "function_table", "rounded_type",
+__all__ = ["DATE_LIKE", "FUNCTIONS", "HALF_WAY_PATTERN", "HANDLED", "REFUSED", "Argument",
+           "Function", "ascii_only", "call", "function_of", "function_table", "rounded_type",
            "timestamp_text"]  # fmt: skip

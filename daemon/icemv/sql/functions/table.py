@@ -308,6 +308,61 @@ REFUSED: dict[str, str] = {
     "format_string, printf": "Java's formatter is not translated",
 }
 
+# Functions the gate's own handlers type (sql/portable/: their types depend on the
+# arguments', or they are aggregates and windows), each with a call it admits (over the
+# columns s STRING, d DATE, ts TIMESTAMP, i INT, b BIGINT, x DOUBLE, m DECIMAL(12, 2):
+# tests/unit/test_function_table.py gates every one) and what it holds to.
+HANDLED: tuple[tuple[str, str, str], ...] = (
+    ("abs", "abs(m)", "the argument's type; of the smallest integer Spark wraps: Spark"),
+    ("coalesce, nvl, ifnull", "nvl(i, b)", "the arguments' common type"),
+    (
+        "if, CASE WHEN",
+        "if(i > 0, s, 'x')",
+        "the branches' common type (a simple CASE x WHEN: Spark)",
+    ),
+    ("greatest, least", "greatest(m, i)", "NULLs skipped, as Spark"),
+    ("concat, ||", "concat(s, 'a')", "of strings; NULL when an argument is"),
+    ("substr, substring", "substr(s, 2, 3)", "literal positions from 1"),
+    ("trim, ltrim, rtrim", "trim(s)", "the ASCII space (or the characters named)"),
+    ("round", "round(m, 1)", "of a DECIMAL, half up, to a literal scale >= 0"),
+    (
+        "year, quarter, month, day, dayofmonth, hour, minute, second",
+        "hour(ts)",
+        "the session zone's local time; hour, minute, second of a TIMESTAMP",
+    ),
+    ("date_add, date_sub", "date_add(d, 3)", "a DATE and an integer"),
+    (
+        "date_trunc",
+        "date_trunc('MONTH', ts)",
+        "YEAR, QUARTER, MONTH, WEEK, DAY, HOUR, MINUTE, SECOND units",
+    ),
+    ("to_date, date", "to_date(ts)", "of a DATE or TIMESTAMP (not of strings: see below)"),
+    ("cast", "CAST(i AS DECIMAL(12, 2))", "the casts listed on this page"),
+    (
+        "count, sum, avg, min, max",
+        "sum(m)",
+        "Spark's types (SUM of a DECIMAL p + 10 digits, "
+        "AVG of a DECIMAL rounded as Spark's Average)",
+    ),
+    ("count(DISTINCT), sum(DISTINCT)", "count(DISTINCT i)", "not of floating-point values"),
+    ("count_if, bool_and, bool_or", "count_if(i > 0)", ""),
+    ("stddev, stddev_samp, stddev_pop, variance, var_samp, var_pop", "stddev(x)", "DOUBLE"),
+    ("median, percentile", "percentile(i, 0.25)", "of integers of 32 bits at multiples of 1/16"),
+    ("any_value", "any_value(s)", "Spark's First, NULLs included"),
+    ("grouping, grouping_id", "grouping_id()", "with GROUPING SETS, ROLLUP, CUBE"),
+    (
+        "row_number, rank, dense_rank, percent_rank, cume_dist",
+        "rank() OVER (ORDER BY i)",
+        "NULLs ordered as Spark",
+    ),
+    ("lag, lead", "lag(s, 2) OVER (ORDER BY i)", "a literal offset"),
+    (
+        "explode, posexplode, explode_outer",
+        "explode(sequence(1, 3))",
+        "of sequence(a, b) or array(...) of one type, in LATERAL VIEW",
+    ),
+)
+
 _BY_NODE: dict[type[exp.Expr] | str, list[Function]] = {}
 for _function in FUNCTIONS:
     _BY_NODE.setdefault(_function.node, []).append(_function)
@@ -333,6 +388,8 @@ def function_table() -> str:
         else:
             shown = _RESULTS.get(function.name, "see notes")
         lines.append(f"| `{function.name}` | {arguments} | {shown} | {function.note} |")
+    lines += ["", "Typed by the gate's own handlers:", "", "| functions | holds |", "|---|---|"]
+    lines += [f"| {names} | {holds} |" for names, _, holds in HANDLED]
     lines += ["", "Refused (computed by Spark):", "", "| functions | why |", "|---|---|"]
     lines += [f"| {names} | {why} |" for names, why in REFUSED.items()]
     return "\n".join(lines)
