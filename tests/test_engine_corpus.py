@@ -245,9 +245,15 @@ QUERIES = [
         "SELECT percentile(i, 0.75) AS a, percentile(r % 4, 0.25) AS c, percentile(i, 0) AS d, "
         "percentile(r, 1) AS e FROM edge",
         "SELECT percentile(i, 0.25) AS a FROM edge WHERE r < 0",
+        # BIGINT and DECIMAL (values equal as DOUBLE but not as themselves: h), any p
+        "SELECT median(b) AS a, median(m) AS c, percentile(h, 0.3) AS d, "
+        "percentile(n, 0.1) AS e FROM edge",
+        "SELECT f AS k, percentile(b, 0.25) AS a, percentile(i, 0.1) AS c, "
+        "percentile(m, 0.9) AS d, median(h) AS e FROM edge GROUP BY f",
+        "SELECT r % 3 AS k, percentile(CAST(r AS DECIMAL(20, 6)) / 7, 0.35) AS a, "
+        "median(n * n) AS c FROM edge GROUP BY r % 3",
     ]),
-    "SELECT median(b) AS a, median(m) AS c FROM edge",  # wider: refused
-    "SELECT percentile(b, 0.25) AS a, percentile(i, 0.1) AS c FROM edge",  # refused
+    "SELECT median(x) AS a, percentile(x, 0.5) AS c FROM edge",  # DOUBLE: refused
     # windows: ranks, LAG/LEAD, partition and running aggregates (NULLs ordered as Spark)
     "SELECT r AS k, row_number() OVER (PARTITION BY f ORDER BY r) AS a, "
     "rank() OVER (ORDER BY s) AS c, dense_rank() OVER (ORDER BY x DESC) AS d FROM edge",

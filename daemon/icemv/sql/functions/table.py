@@ -347,7 +347,7 @@ HANDLED: tuple[tuple[str, str, str], ...] = (
     ("count(DISTINCT), sum(DISTINCT)", "count(DISTINCT i)", "not of floating-point values"),
     ("count_if, bool_and, bool_or", "count_if(i > 0)", ""),
     ("stddev, stddev_samp, stddev_pop, variance, var_samp, var_pop", "stddev(x)", "DOUBLE"),
-    ("median, percentile", "percentile(i, 0.25)", "of integers of 32 bits at multiples of 1/16"),
+    ("median, percentile", "percentile(m, 0.3)", "of integers and DECIMALs, a literal p"),
     ("any_value", "any_value(s)", "Spark's First, NULLs included"),
     ("grouping, grouping_id", "grouping_id()", "with GROUPING SETS, ROLLUP, CUBE"),
     (

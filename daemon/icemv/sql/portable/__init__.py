@@ -83,9 +83,9 @@ Where the engines differ, and what the gate does about it:
   has a row). GROUPING(x) is TINYINT in Spark (cast), GROUPING_ID() the same bits in both
   (the first grouping expression highest). WITH ROLLUP / WITH CUBE and nested sets
   refused.
-- MEDIAN and `percentile(x, p)`: of integers of at most 32 bits, p a multiple of 1/16,
-  DuckDB's `quantile_cont` of the values as DOUBLE: both interpolations exact there
-  (aggregates.py); other types, p and DISTINCT refused.
+- MEDIAN and `percentile(x, p)` of integers and DECIMALs, a literal p: Spark's Percentile
+  written out step for step (aggregates.py; DuckDB's quantile_cont rounds otherwise);
+  DOUBLE values, DISTINCT and windows refused.
 - ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
   NULLs). Which row's value neither engine defines; where the group decides it, both
   give it.

@@ -21,6 +21,8 @@ from icemv.sql.spark_types import (
     decimal_type,
 )
 
+DOUBLE_TYPE = exp.DataType.build("DOUBLE")
+
 
 class Aggregates(Base):
     def count(self, node: exp.Count) -> tuple[exp.Expr, SparkType]:
@@ -91,16 +93,15 @@ class Aggregates(Base):
         return self._interpolated(node, "MEDIAN", Decimal("0.5"))
 
     def percentile(self, node: exp.Quantile) -> tuple[exp.Expr, SparkType]:
-        """`percentile(x, p)` of integers of at most 32 bits, p a literal multiple of 1/16
-        in [0, 1]. Spark 3.5 takes position = (n - 1) * p, and between the values lo and
-        hi at its floor and ceiling returns `(ceil - position) * lo + (position - floor) *
-        hi` in DOUBLE; DuckDB's `quantile_cont` of the values as DOUBLE returns `lo + (hi -
-        lo) * (position - floor)`. With such p and values every step is exact in DOUBLE:
-        (n - 1) * p and its fraction f (four bits), (1 - f) * lo and f * hi (at most 36
-        bits), hi - lo (33), and each sum (under 2^38). So both engines return the real
-        number (1 - f) * lo + f * hi itself. Wider integers (not exact in DOUBLE), DECIMAL
-        (DuckDB interpolates in DECIMAL), DOUBLE (the two formulas round differently),
-        other p, an array of p and DISTINCT: refused."""
+        """`percentile(x, p)` of integers or DECIMALs, p a literal in [0, 1], as Spark 3.5's
+        Percentile computes it, written out step for step: position = (n - 1) * p over the
+        n values that are not NULL; lo and hi the values at its floor and ceiling in
+        ascending order (DuckDB's list_sort, NULLs last, past the n); lo as DOUBLE where the
+        two values are equal, else `(ceil - position) * lo + (position - floor) * hi` of
+        them as DOUBLE, each step one IEEE operation on the same operands in both engines.
+        DuckDB's own quantile_cont rounds otherwise (`lo + (hi - lo) * f`, or in DECIMAL).
+        DOUBLE values (which of -0.0 and 0.0, and NaN's place, not compared), an array of
+        p, DISTINCT and windows: refused."""
         fraction = node.args.get("quantile")
         if not (isinstance(fraction, exp.Literal) and fraction.is_number):
             raise _refuse(node, "percentile of a percentage that is not one number")
@@ -109,14 +110,43 @@ class Aggregates(Base):
     def _interpolated(
         self, node: exp.Expr, name: str, fraction: Decimal
     ) -> tuple[exp.Expr, SparkType]:
-        if not (0 <= fraction <= 1 and (fraction * 16) % 1 == 0):
-            raise _refuse(node, f"{name} at {fraction} (only multiples of 1/16)")
-        if isinstance(node.this, exp.Distinct):
-            raise _refuse(node, f"{name} of DISTINCT values")
+        if not 0 <= fraction <= 1:
+            raise _refuse(node, f"{name} at {fraction}")
+        if isinstance(node.this, exp.Distinct) or isinstance(node.parent, exp.Window):
+            raise _refuse(node, f"{name} of DISTINCT values or over a window")
         inner, kind = self.typed(node.this)
-        if kind.kind not in ("tinyint", "smallint", "int"):
-            raise _refuse(node, f"{name} of {kind.describe()} (only integers of 32 bits)")
-        return call("quantile_cont", _cast(inner, DOUBLE), exp.Literal.number(fraction)), DOUBLE
+        if not (kind.integral or kind.kind == "decimal"):
+            raise _refuse(node, f"{name} of {kind.describe()} (integers and DECIMAL only)")
+        count = exp.Count(this=inner.copy())
+        ordered = call("list_sort", call("list", inner.copy()), exp.Literal.string("ASC"),
+                       exp.Literal.string("NULLS LAST"))  # fmt: skip
+        percentage = exp.Cast(this=exp.Literal.string(str(fraction)), to=DOUBLE_TYPE)
+        position = exp.Paren(this=exp.Mul(
+            this=exp.Cast(this=exp.Sub(this=count.copy(), expression=exp.Literal.number(1)),
+                          to=DOUBLE_TYPE),
+            expression=percentage))  # fmt: skip
+        low, high = call("floor", position.copy()), call("ceil", position.copy())
+
+        def at(index: exp.Expr) -> exp.Expr:
+            place = exp.Cast(this=index, to=exp.DataType.build("BIGINT"))
+            return call("list_extract", ordered.copy(),
+                        exp.Add(this=place, expression=exp.Literal.number(1)))  # fmt: skip
+
+        lo_key, hi_key = at(low.copy()), at(high.copy())  # compared as the values they are
+        lo, hi = _cast(lo_key.copy(), DOUBLE), _cast(hi_key.copy(), DOUBLE)
+        between = exp.Add(
+            this=exp.Mul(this=exp.Paren(this=exp.Sub(this=high, expression=position.copy())),
+                         expression=lo.copy()),
+            expression=exp.Mul(this=exp.Paren(this=exp.Sub(this=position, expression=low)),
+                               expression=hi.copy()),
+        )  # fmt: skip
+        value = exp.Case(
+            ifs=[exp.If(this=exp.EQ(this=count, expression=exp.Literal.number(0)),
+                        true=exp.null()),
+                 exp.If(this=exp.EQ(this=lo_key, expression=hi_key), true=lo)],
+            default=between,
+        )  # fmt: skip
+        return value, DOUBLE
 
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN
