@@ -313,6 +313,10 @@ QUERIES = [
         "FOLLOWING) AS c, count(*) OVER (ORDER BY r ROWS 3 PRECEDING) AS d, "
         "sum(i) OVER (ORDER BY day RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS e "
         "FROM edge",
+        "SELECT r AS k, first_value(s) OVER (PARTITION BY f ORDER BY r) AS a, last_value(m) "
+        "OVER (ORDER BY r ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS c, last_value(day) OVER "
+        "(PARTITION BY f ORDER BY r ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) "
+        "AS d, first_value(ts) OVER (ORDER BY r DESC) AS e FROM edge",
     ]),
     "SELECT r AS k, sum(i) OVER (ORDER BY r RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) AS a "
     "FROM edge",  # a RANGE offset: refused

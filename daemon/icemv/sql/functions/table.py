@@ -357,6 +357,11 @@ HANDLED: tuple[tuple[str, str, str], ...] = (
     ),
     ("lag, lead", "lag(s, 2) OVER (ORDER BY i)", "a literal offset"),
     (
+        "first_value, last_value",
+        "last_value(s) OVER (ORDER BY i ROWS 2 PRECEDING)",
+        "NULLs kept (IGNORE NULLS: Spark)",
+    ),
+    (
         "explode, posexplode, explode_outer",
         "explode(sequence(1, 3))",
         "of sequence(a, b) or array(...) of one type, in LATERAL VIEW",

@@ -55,10 +55,11 @@ Where the engines differ, and what the gate does about it:
 - NULL ordering: Spark puts NULLs first ascending and last descending; a window's ORDER BY
   is written out that way for DuckDB (sqlglot's dialects). Windows: ranks (PERCENT_RANK and
   CUME_DIST one DOUBLE division of counts in both), LAG/LEAD and aggregates (SUM, COUNT,
-  MIN, MAX, AVG) over the default frame, a ROWS frame of counted or unbounded rows, or RANGE
-  from UNBOUNDED PRECEDING; RANGE offsets and frames of other functions refused. ORDER BY
-  and LIMIT of a SELECT: an integer row count, and no floating-point key (which engine tells
-  -0.0 from 0.0 is not checked), NULLs placed as the tree says.
+  MIN, MAX, AVG) and FIRST_VALUE/LAST_VALUE (not IGNORE NULLS) over the default frame, a
+  ROWS frame of counted or unbounded rows, or RANGE from UNBOUNDED PRECEDING; RANGE offsets
+  and frames of other functions refused. ORDER BY and LIMIT of a SELECT: an integer row
+  count, and no floating-point key (which engine tells -0.0 from 0.0 is not checked), NULLs
+  placed as the tree says.
 - subqueries (EXISTS, IN, scalar; correlated or not) as the same SQL: EXISTS is two-valued
   in both, a scalar subquery of more than one row raises in both; `x IN (SELECT ...)` and
   `NOT (x IN (SELECT ...))` where a WHERE tests its truth alone: under AND/OR, as a

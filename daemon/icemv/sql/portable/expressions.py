@@ -268,10 +268,8 @@ class Expressions(Scalars, Aggregates):
             raise _refuse(node, "a named window (Spark only)")
         function = node.this
         spec = node.args.get("spec")
-        if spec is not None and not (
-            isinstance(function, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg)
-            and _same_frame(spec)
-        ):
+        framed = exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg | exp.FirstValue | exp.LastValue
+        if spec is not None and not (isinstance(function, framed) and _same_frame(spec)):
             raise _refuse(node, "a window frame other than ROWS, or RANGE unbounded before")
         if isinstance(function, exp.RowNumber | exp.Rank | exp.DenseRank | exp.PercentRank
                       | exp.CumeDist):  # fmt: skip
@@ -295,6 +293,11 @@ class Expressions(Scalars, Aggregates):
                     raise _refuse(node, "LAG/LEAD with a default of another type")
                 children["default"] = rendered_default
             rendered_function, cast_to = _rebuilt(function, **children), kind
+        elif isinstance(function, exp.FirstValue | exp.LastValue):
+            # the frame's first (last) row's value, NULL or not, in both (IGNORE NULLS is
+            # another node: refused below)
+            value, kind = self.typed(function.this)
+            rendered_function, cast_to = _rebuilt(function, this=value), kind
         elif isinstance(function, exp.Avg) and self.typed(function.this)[1].kind == "decimal":
             if spec is not None:
                 raise _refuse(node, "AVG of a DECIMAL over a window frame")
