@@ -13,6 +13,7 @@ from icemv.sql.functions.model import (
     STRINGS,
     Argument,
     Function,
+    as_double,
     call,
     int_value,
     literal_int,
@@ -174,6 +175,20 @@ REGEX = "a literal Java pattern in the subset RE2 matches alike (sql/regex.py)"
 DATETIME = "a literal Java date-time pattern of the letters sql/datetime_patterns.py admits"
 
 
+def raising_where(condition: exp.Expr, why: str, computed: exp.Expr) -> exp.Expr:
+    """`computed`, except that DuckDB raises (and Spark computes the refresh) where
+    `condition` holds: the rows on which the engines would differ."""
+    stop = call("error", exp.Literal.string(why))
+    return exp.Case(ifs=[exp.If(this=condition, true=stop)], default=computed)
+
+
+def _years_within(value: exp.Expr, first: int, why: str, computed: exp.Expr) -> exp.Expr:
+    """`computed` for years `first`-9999 of `value`; other years raise in DuckDB."""
+    year = call("year", value.copy())
+    outside = exp.Not(this=exp.Between(this=year, low=num(first), high=num(9999)))
+    return raising_where(outside, why, computed)
+
+
 def date_format(value: exp.Expr, pattern: exp.Expr) -> exp.Expr:
     """strftime of the translated pattern; a year outside 1000-9999 raises in DuckDB
     (Spark computes the refresh) where the pattern prints the year."""
@@ -181,10 +196,7 @@ def date_format(value: exp.Expr, pattern: exp.Expr) -> exp.Expr:
     formatted = call("strftime", value, exp.Literal.string(translated.text))
     if not translated.year:
         return formatted
-    year = call("year", value)
-    outside = exp.Not(this=exp.Between(this=year, low=num(1000), high=num(9999)))
-    fail = call("error", exp.Literal.string("a year date_format prints otherwise"))
-    return exp.Case(ifs=[exp.If(this=outside, true=fail)], default=formatted)
+    return _years_within(value, 1000, "a year date_format prints otherwise", formatted)
 
 
 def pad(name: str, left: bool) -> Function:
@@ -214,8 +226,7 @@ def ascii_only(value: exp.Expr, computed: exp.Expr) -> exp.Expr:
     """Case mapping agrees on ASCII only (Spark's upper('ß') is 'SS', DuckDB's 'ẞ'): other
     text raises in DuckDB, and Spark computes the refresh."""
     other = call("regexp_matches", value.copy(), exp.Literal.string("[^\x01-\x7f]"))
-    stop = call("error", exp.Literal.string("case mapping of non-ASCII text"))
-    return exp.Case().when(other, stop, copy=False).else_(computed, copy=False)
+    return raising_where(other, "case mapping of non-ASCII text", computed)
 
 
 def initcap(value: exp.Expr) -> exp.Expr:
@@ -278,10 +289,6 @@ def _seconds_of_day(value: exp.Expr) -> exp.Expr:
     return exp.Paren(this=exp.IntDiv(this=exp.Paren(this=elapsed), expression=num(1_000_000)))
 
 
-def _double(value: exp.Expr) -> exp.Expr:
-    return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
-
-
 def months_between(later: exp.Expr, earlier: exp.Expr, round_off: exp.Expr) -> exp.Expr:
     """Spark 3.5's DateTimeUtils.monthsBetween over the local dates: whole months when the
     days of the month are equal or both the last, else the months plus the difference in
@@ -292,7 +299,7 @@ def months_between(later: exp.Expr, earlier: exp.Expr, round_off: exp.Expr) -> e
     months = [exp.Paren(this=plus(exp.Mul(this=call("year", v), expression=num(12)),
                                   call("month", v.copy())))
               for v in (later, earlier)]  # fmt: skip
-    month_diff = _double(exp.Paren(this=minus(*months)))
+    month_diff = as_double(exp.Paren(this=minus(*months)))
     days = [call("day", v.copy()) for v in (later, earlier)]
     lasts = [exp.EQ(this=call("day", v.copy()), expression=call("day", call("last_day", v.copy())))
              for v in (later, earlier)]  # fmt: skip
@@ -301,18 +308,19 @@ def months_between(later: exp.Expr, earlier: exp.Expr, round_off: exp.Expr) -> e
         exp.Mul(this=exp.Paren(this=minus(days[0].copy(), days[1].copy())), expression=num(86400)),
         exp.Paren(this=minus(_seconds_of_day(later), _seconds_of_day(earlier))),
     )
-    diff = plus(month_diff.copy(), exp.Div(this=_double(seconds),
-                                            expression=_double(num(2678400))))  # fmt: skip
-    scaled = exp.Mul(this=exp.Paren(this=diff.copy()), expression=_double(num(100000000)))
+    diff = plus(month_diff.copy(), exp.Div(this=as_double(seconds),
+                                            expression=as_double(num(2678400))))  # fmt: skip
+    scaled = exp.Mul(this=exp.Paren(this=diff.copy()), expression=as_double(num(100000000)))
     floor = call("floor", scaled)
     up = exp.GTE(
-        this=minus(scaled.copy(), floor.copy()), expression=_double(exp.Literal.number("0.5"))
+        this=minus(scaled.copy(), floor.copy()), expression=as_double(exp.Literal.number("0.5"))
     )
     rounded = exp.Div(
         this=exp.Case(ifs=[exp.If(this=up, true=plus(floor.copy(), num(1)))], default=floor.copy()),
-        expression=_double(num(100000000)),
+        expression=as_double(num(100000000)),
     )
-    computed = exp.Case(ifs=[exp.If(this=round_off, true=rounded)], default=diff)
+    # round_off: a literal (its row admits no other)
+    computed = rounded if isinstance(round_off, exp.Boolean) and round_off.this else diff
     return exp.Case(ifs=[exp.If(this=whole, true=month_diff)], default=computed)
 
 
@@ -387,8 +395,5 @@ def timestamp_text(value: exp.Expr) -> exp.Expr:
         default=exp.DPipe(this=exp.Literal.string("."), safe=False,
                           expression=call("rtrim", digits, exp.Literal.string("0"))),
     )  # fmt: skip
-    year = call("year", value.copy())
-    outside = exp.Not(this=exp.Between(this=year, low=num(1), high=num(9999)))
-    fail = call("error", exp.Literal.string("a year CAST(ts AS STRING) writes otherwise"))
     joined = exp.DPipe(this=text, expression=exp.Paren(this=fraction), safe=False)
-    return exp.Case(ifs=[exp.If(this=outside, true=fail)], default=joined)
+    return _years_within(value, 1, "a year CAST(ts AS STRING) writes otherwise", joined)

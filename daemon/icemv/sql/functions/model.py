@@ -87,6 +87,10 @@ def call(name: str, *arguments: exp.Expr) -> exp.Expr:
     return exp.Anonymous(this=name, expressions=list(arguments))
 
 
+def as_double(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
+
+
 def num(value: int) -> exp.Expr:
     return exp.Literal.number(value)
 

@@ -50,6 +50,7 @@ from icemv.sql.functions.model import (
     TIMESTAMPS,
     Argument,
     Function,
+    as_double,
     call,
     int_value,
     literal_int,
@@ -248,7 +249,7 @@ FUNCTIONS: tuple[Function, ...] = (
              lambda x: call("ceil", x), note="also ceiling; as floor",
              forbidden_args=("decimals", "to")),
     Function("sqrt", exp.Sqrt, (Argument("this", INTEGERS | {"double"}),), DOUBLE,
-             lambda x: call("sqrt", exp.Cast(this=x, to=exp.DataType.build("DOUBLE"))),
+             lambda x: call("sqrt", as_double(x)),
              note="of integers and DOUBLE (IEEE's correctly rounded square root in both); "
                   "of a negative: NaN in Spark, DuckDB raises (Spark computes it)"),
     Function("sign", exp.Sign, (Argument("this", INTEGERS),), DOUBLE,
@@ -326,7 +327,7 @@ HANDLED: tuple[tuple[str, str, str], ...] = (
     ("trim, ltrim, rtrim", "trim(s)", "the ASCII space (or the characters named)"),
     ("round", "round(m, 1)", "of a DECIMAL, half up, to a literal scale >= 0"),
     (
-        "year, quarter, month, day, dayofmonth, hour, minute, second",
+        "year, month, day, dayofmonth, hour, minute, second",
         "hour(ts)",
         "the session zone's local time; hour, minute, second of a TIMESTAMP",
     ),

@@ -21,8 +21,6 @@ from icemv.sql.spark_types import (
     decimal_type,
 )
 
-DOUBLE_TYPE = exp.DataType.build("DOUBLE")
-
 
 class Aggregates(Base):
     def count(self, node: exp.Count) -> tuple[exp.Expr, SparkType]:
@@ -120,15 +118,14 @@ class Aggregates(Base):
         count = exp.Count(this=inner.copy())
         ordered = call("list_sort", call("list", inner.copy()), exp.Literal.string("ASC"),
                        exp.Literal.string("NULLS LAST"))  # fmt: skip
-        percentage = exp.Cast(this=exp.Literal.string(str(fraction)), to=DOUBLE_TYPE)
+        percentage = _cast(exp.Literal.string(str(fraction)), DOUBLE)
         position = exp.Paren(this=exp.Mul(
-            this=exp.Cast(this=exp.Sub(this=count.copy(), expression=exp.Literal.number(1)),
-                          to=DOUBLE_TYPE),
+            this=_cast(exp.Sub(this=count.copy(), expression=exp.Literal.number(1)), DOUBLE),
             expression=percentage))  # fmt: skip
         low, high = call("floor", position.copy()), call("ceil", position.copy())
 
         def at(index: exp.Expr) -> exp.Expr:
-            place = exp.Cast(this=index, to=exp.DataType.build("BIGINT"))
+            place = _cast(index, BIGINT)
             return call("list_extract", ordered.copy(),
                         exp.Add(this=place, expression=exp.Literal.number(1)))  # fmt: skip
 

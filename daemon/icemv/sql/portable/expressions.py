@@ -434,7 +434,7 @@ def _same_frame(spec: exp.Expr) -> bool:
     UNBOUNDED FOLLOWING (a RANGE offset's arithmetic on the ORDER BY key, and its NULLs,
     are not compared). Which rows a ROWS frame holds among ORDER BY ties is the sort's in
     both: as in Spark itself, only ties that are whole rows alike give one answer."""
-    if any(spec.args.get(key) for key in ("exclude",)):
+    if spec.args.get("exclude"):
         return False
     start, end = spec.args.get("start"), spec.args.get("end")
     start_side, end_side = spec.args.get("start_side"), spec.args.get("end_side")
