@@ -91,6 +91,10 @@ EXPRESSIONS = [
     *(WIDE_DECIMALS := [
         "h * n", "h * m", "h * n * n", "h - n", "n - h", "h * 0.5", "h * -3", "h * i",
         "CAST(h AS DECIMAL(20,10)) * CAST(h AS DECIMAL(20,10))", "m * h * n",
+        # divisions whose digits pass 38 as one product: h's digits read from its text,
+        # the quotient's places in two and in four long-division steps
+        "h / n", "h / 7", "CAST(h AS DECIMAL(30,2)) / CAST(n AS DECIMAL(25,5))",
+        "CAST(h AS DECIMAL(36,2)) / CAST(m AS DECIMAL(35,5))",
     ]),
     "m = n", "m > 1", "m BETWEEN -1 AND 1", "m IN (0.01, 2.5)", "x + m", "i * m",
     # strings
@@ -252,7 +256,23 @@ QUERIES = [
         "percentile(m, 0.9) AS d, median(h) AS e FROM edge GROUP BY f",
         "SELECT r % 3 AS k, percentile(CAST(r AS DECIMAL(20, 6)) / 7, 0.35) AS a, "
         "median(n * n) AS c FROM edge GROUP BY r % 3",
+        # WITHIN GROUP, either order; percentile_disc where n * p rounds past an integer
+        # (0.3 and 0.7 of r's 10 values: 3.0000000000000004, 7.000000000000001), at 0 and
+        # 1, of no rows
+        "SELECT percentile_disc(0.3) WITHIN GROUP (ORDER BY r) AS a, "
+        "percentile_disc(0.3) WITHIN GROUP (ORDER BY i DESC) AS g, "
+        "percentile_disc(0.7) WITHIN GROUP (ORDER BY r DESC) AS c, "
+        "percentile_disc(0) WITHIN GROUP (ORDER BY m) AS d, "
+        "percentile_disc(1) WITHIN GROUP (ORDER BY h DESC) AS e FROM edge",
+        "SELECT f AS k, percentile_disc(0.1) WITHIN GROUP (ORDER BY b DESC) AS a, "
+        "percentile_disc(0.5) WITHIN GROUP (ORDER BY n) AS c, "
+        "percentile_cont(0.25) WITHIN GROUP (ORDER BY m DESC) AS d, "
+        "percentile_cont(0.9) WITHIN GROUP (ORDER BY i) AS e FROM edge GROUP BY f",
+        "SELECT r % 3 AS k, percentile_disc(0.35) WITHIN GROUP (ORDER BY r % 4) AS a, "
+        "percentile_cont(0.3) WITHIN GROUP (ORDER BY h DESC) AS c FROM edge GROUP BY r % 3",
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY i) AS a FROM edge WHERE r < 0",
     ]),
+    "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x) AS a FROM edge",  # DOUBLE: refused
     "SELECT median(x) AS a, percentile(x, 0.5) AS c FROM edge",  # DOUBLE: refused
     # windows: ranks, LAG/LEAD, partition and running aggregates (NULLs ordered as Spark)
     "SELECT r AS k, row_number() OVER (PARTITION BY f ORDER BY r) AS a, "
@@ -374,6 +394,9 @@ QUERIES = [
         "SELECT f AS k, avg(m) AS a, avg(n * n) AS c FROM edge GROUP BY f",
         "SELECT r AS k, avg(n) AS a FROM edge GROUP BY r",
         "SELECT avg(m) AS a FROM edge WHERE r < 0",  # no input: NULL
+        # sums of 30 and 38 digits (h's extreme row would overflow the cast: left out)
+        "SELECT f AS k, avg(CAST(h AS DECIMAL(20,10))) AS a, "
+        "avg(CAST(h AS DECIMAL(28,10))) AS c FROM edge WHERE r <> 2 GROUP BY f",
         # over a window: the same tree of windowed SUM and COUNT (running: with ORDER BY)
         "SELECT r AS k, avg(m) OVER (PARTITION BY f) AS a FROM edge",
         "SELECT r AS k, avg(n) OVER (PARTITION BY f ORDER BY r) AS a, "
@@ -386,7 +409,7 @@ QUERIES = [
     ]),
     "SELECT sum(DISTINCT b) AS a FROM edge",  # extreme BIGINTs (past BIGINT: DuckDB raises)
     "SELECT sum(DISTINCT x) AS a FROM edge",
-    "SELECT avg(h) AS a FROM edge",  # DECIMAL(38,10): too wide to divide exactly, refused
+    "SELECT avg(h) AS a FROM edge",  # its sum overflows DECIMAL(38,10): raises (Spark: NULL)
     # WITH: each CTE gated as a query, visible to those after it and to the body
     *(CTES := [
         "WITH c AS (SELECT r, m FROM edge WHERE r > 2) SELECT c.r AS k, c.m AS a FROM c",

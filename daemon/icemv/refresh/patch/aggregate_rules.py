@@ -22,11 +22,11 @@ DECIMAL SUM and AVG merge exactly in the aggregate's own type (sql/decimals.py):
 sums each row as it is (`-x` for a deleted one, the rows exploded to one per unit of
 weight: `x * weight` would be typed past precision 38 and rounded), stored and delta sums
 add without rounding, and a group whose sums overflow (stored NULL with inputs left, a
-delta sum NULL with inputs, an addend too wide to add exactly) is recomputed. AVG divides
-as Spark's AVG does, `sum / CAST(count AS DECIMAL(20, 0))` cast to its type, which is
-exact when that division keeps at least AVG's places and the digits it rounds are not
-exactly half a unit (a group where they are is recomputed); otherwise the touched groups
-are recomputed (`recompute` says why). The quotient, read by the value and by the half-way
+delta sum NULL with inputs, an addend too wide to add exactly) is recomputed. Spark's AVG
+rounds sum / count once to its type; the merge divides, `sum / CAST(count AS DECIMAL(20,
+0))`, and casts to AVG's type, which rounds the same when that division keeps at least
+AVG's places and the digits it rounds are not exactly half a unit (a group where they are
+is recomputed); otherwise the touched groups are recomputed (`recompute` says why). The quotient, read by the value and by the half-way
 test, is one let (`MergeRules.lets`, see keyed.KeyedMerge): the same value of the same
 joined row wherever it is read, so naming it changes no result.
 

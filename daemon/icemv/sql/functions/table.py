@@ -348,7 +348,11 @@ HANDLED: tuple[tuple[str, str, str], ...] = (
     ("count(DISTINCT), sum(DISTINCT)", "count(DISTINCT i)", "not of floating-point values"),
     ("count_if, bool_and, bool_or", "count_if(i > 0)", ""),
     ("stddev, stddev_samp, stddev_pop, variance, var_samp, var_pop", "stddev(x)", "DOUBLE"),
-    ("median, percentile", "percentile(m, 0.3)", "of integers and DECIMALs, a literal p"),
+    (
+        "median, percentile, percentile_cont, percentile_disc",
+        "percentile_disc(0.3) WITHIN GROUP (ORDER BY m DESC)",
+        "of integers and DECIMALs, a literal p",
+    ),
     ("any_value", "any_value(s)", "Spark's First, NULLs included"),
     ("grouping, grouping_id", "grouping_id()", "with GROUPING SETS, ROLLUP, CUBE"),
     (

@@ -20,11 +20,11 @@ Where the engines differ, and what the gate does about it:
   cast to Spark's type is the same rounding (DuckDB's casts round half away from zero),
   and a value too large for it raises where Spark's is NULL. Refused: a natural scale past
   38. SUM's type is DECIMAL(p + 10, s) in Spark: cast. Division: DuckDB
-  divides DECIMAL as DOUBLE, so it is rendered as integer arithmetic rounding the exact
-  quotient half up to Spark's scale (`_decimal_division`). AVG of a DECIMAL is the tree
-  Spark's Average evaluates, `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS
-  DECIMAL(p + 4, s + 4))`, rounded twice as there; over a window the same tree of
-  windowed SUM and COUNT.
+  divides DECIMAL as DOUBLE, so it is rendered as long division on the digits in
+  HUGEINT, rounding the exact quotient half up to Spark's scale (`_decimal_division`).
+  AVG of a DECIMAL is what Spark's Average evaluates: its sum in DECIMAL(p + 10, s)
+  divided by the count, rounded once to DECIMAL(p + 4, s + 4) (the same long division);
+  over a window the same of windowed SUM and COUNT.
 - division and `%` by zero: NULL in Spark; the connection is set so DuckDB agrees
   (`error_on_division_by_zero`, `ieee_floating_point_ops` off).
 - time zones: TIMESTAMP is Spark's session-zone type: DuckDB's TIMESTAMPTZ, the
@@ -84,9 +84,11 @@ Where the engines differ, and what the gate does about it:
   has a row). GROUPING(x) is TINYINT in Spark (cast), GROUPING_ID() the same bits in both
   (the first grouping expression highest). WITH ROLLUP / WITH CUBE and nested sets
   refused.
-- MEDIAN and `percentile(x, p)` of integers and DECIMALs, a literal p: Spark's Percentile
-  written out step for step (aggregates.py; DuckDB's quantile_cont rounds otherwise);
-  DOUBLE values, DISTINCT and windows refused.
+- MEDIAN, `percentile(x, p)` and `percentile_cont(p) WITHIN GROUP (ORDER BY x [DESC])`
+  of integers and DECIMALs, a literal p: Spark's Percentile written out step for step
+  (aggregates.py; DuckDB's quantile_cont rounds otherwise); `percentile_disc` as Spark
+  3.5's PercentileDisc (the value at place ceil(n * p)); DOUBLE values, DISTINCT and
+  windows refused.
 - ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
   NULLs). Which row's value neither engine defines; where the group decides it, both
   give it.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 from sqlglot import exp
@@ -10,6 +11,7 @@ from icemv.sql import decimals
 from icemv.sql.functions import call
 from icemv.sql.portable.base import Base
 from icemv.sql.portable.common import _cast, _rebuilt, _refuse, spark_type_of
+from icemv.sql.portable.division import _decimal_division
 from icemv.sql.spark_types import (
     BIGINT,
     BOOLEAN,
@@ -64,21 +66,34 @@ class Aggregates(Base):
         raise _refuse(node, f"SUM of {kind.describe()}")
 
     def average(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
-        """AVG: DOUBLE of numbers; of a DECIMAL, what Spark 3.5's Average evaluates,
-        `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS DECIMAL(p + 4, s + 4))` (its
-        sum in DECIMAL(p + 10, s), NULL for no input), typed here as that tree: the
-        division rounds half up to its own scale and the cast again to AVG's, both as the
-        gate renders them for `/` and CAST. In a window: `window` builds that tree of
-        windowed aggregates."""
+        """AVG: DOUBLE of numbers; of a DECIMAL see `decimal_average`."""
         inner, kind = self.typed(node.this)
         if kind.kind == "decimal" and not isinstance(node.parent, exp.Window):
-            argument = kind.decimal()
-            count = decimals.cast(exp.Count(this=node.this.copy()), decimals.COUNT_DECIMAL)
-            divided = exp.Div(this=exp.Sum(this=node.this.copy()), expression=count)
-            return self.typed(decimals.cast(divided, decimals.avg_type(argument)))
+            return self.decimal_average(node, lambda aggregate: aggregate)
         if not (kind.integral or kind.floating):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
         return _rebuilt(node, this=inner), DOUBLE
+
+    def decimal_average(
+        self, node: exp.Expr, over: Callable[[exp.Expr], exp.Expr]
+    ) -> tuple[exp.Expr, SparkType]:
+        """AVG of a DECIMAL(p, s) as Spark 3.5's Average evaluates it: its sum in
+        DECIMAL(p + 10, s) (SUM's type, as the gate types SUM) divided by the count as
+        DECIMAL(20, 0), the quotient rounded half up once to DECIMAL(p + 4, s + 4)
+        (DecimalDivideWithOverflowCheck of a quotient Decimal's `/` truncates at 39
+        places: the same as rounding the exact quotient), NULL for no values. Not the
+        tree `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS ...)`, which rounds twice
+        (first to the division's type, 10 places for a sum of 38 digits). `over` puts
+        each aggregate over the window the AVG is over (or leaves it bare)."""
+        argument = node.this
+        summed, total = self.typed(over(exp.Sum(this=argument.copy())))
+        count = decimals.cast(over(exp.Count(this=argument.copy())), decimals.COUNT_DECIMAL)
+        counted, _ = self.typed(count)
+        result = decimals.avg_type(self.typed(argument)[1].decimal())
+        quotient = _decimal_division(
+            summed, counted, total.decimal(), decimals.COUNT_DECIMAL, result, node
+        )
+        return quotient, decimal_type(result)
 
     def extreme(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         inner, kind = self.typed(node.this)
@@ -88,7 +103,7 @@ class Aggregates(Base):
 
     def median(self, node: exp.Median) -> tuple[exp.Expr, SparkType]:
         """MEDIAN(x): Spark's `percentile(x, 0.5)` (see `percentile`)."""
-        return self._interpolated(node, "MEDIAN", Decimal("0.5"))
+        return self._percentile(node, node.this, "MEDIAN", Decimal("0.5"))
 
     def percentile(self, node: exp.Quantile) -> tuple[exp.Expr, SparkType]:
         """`percentile(x, p)` of integers or DECIMALs, p a literal in [0, 1], as Spark 3.5's
@@ -100,36 +115,58 @@ class Aggregates(Base):
         DuckDB's own quantile_cont rounds otherwise (`lo + (hi - lo) * f`, or in DECIMAL).
         DOUBLE values (which of -0.0 and 0.0, and NaN's place, not compared), an array of
         p, DISTINCT and windows: refused."""
-        fraction = node.args.get("quantile")
-        if not (isinstance(fraction, exp.Literal) and fraction.is_number):
-            raise _refuse(node, "percentile of a percentage that is not one number")
-        return self._interpolated(node, "percentile", Decimal(fraction.this))
+        return self._percentile(node, node.this, "percentile", _fraction(node, "quantile"))
 
-    def _interpolated(
-        self, node: exp.Expr, name: str, fraction: Decimal
-    ) -> tuple[exp.Expr, SparkType]:
+    def within_group(self, node: exp.WithinGroup) -> tuple[exp.Expr, SparkType]:
+        """`percentile_cont(p) WITHIN GROUP (ORDER BY x [DESC])`: Spark 3.5 replaces it by
+        `percentile(x, p)` over the values in that order (see `percentile`).
+        `percentile_disc(p) WITHIN GROUP (ORDER BY x [DESC])`, Spark 3.5's PercentileDisc
+        (not the legacy calculation): with n the values that are not NULL, the value at
+        1-based place `max(ceil(CAST(n AS DOUBLE) * p), 1)` in that order (the first whose
+        cumulative count reaches the position), as DOUBLE; the product and its ceiling
+        are one IEEE operation each in both engines. Same refusals as `percentile`."""
+        function, order = node.this, node.expression
+        keys = order.expressions if isinstance(order, exp.Order) else []
+        if not isinstance(function, exp.PercentileCont | exp.PercentileDisc) or len(keys) != 1:
+            raise _refuse(node, "WITHIN GROUP other than one percentile over one key")
+        name = "percentile_disc" if isinstance(function, exp.PercentileDisc) else "percentile_cont"
+        descending = bool(keys[0].args.get("desc"))
+        return self._percentile(node, keys[0].this, name, _fraction(function, "this"),
+                                descending=descending)  # fmt: skip
+
+    def _percentile(
+        self, node: exp.Expr, argument: exp.Expr, name: str, fraction: Decimal, *,
+        descending: bool = False,
+    ) -> tuple[exp.Expr, SparkType]:  # fmt: skip
         if not 0 <= fraction <= 1:
             raise _refuse(node, f"{name} at {fraction}")
-        if isinstance(node.this, exp.Distinct) or isinstance(node.parent, exp.Window):
+        if isinstance(argument, exp.Distinct) or isinstance(node.parent, exp.Window):
             raise _refuse(node, f"{name} of DISTINCT values or over a window")
-        inner, kind = self.typed(node.this)
+        inner, kind = self.typed(argument)
         if not (kind.integral or kind.kind == "decimal"):
             raise _refuse(node, f"{name} of {kind.describe()} (integers and DECIMAL only)")
         count = exp.Count(this=inner.copy())
-        ordered = call("list_sort", call("list", inner.copy()), exp.Literal.string("ASC"),
+        ordered = call("list_sort", call("list", inner.copy()),
+                       exp.Literal.string("DESC" if descending else "ASC"),
                        exp.Literal.string("NULLS LAST"))  # fmt: skip
         percentage = _cast(exp.Literal.string(str(fraction)), DOUBLE)
-        position = exp.Paren(this=exp.Mul(
-            this=_cast(exp.Sub(this=count.copy(), expression=exp.Literal.number(1)), DOUBLE),
-            expression=percentage))  # fmt: skip
-        low, high = call("floor", position.copy()), call("ceil", position.copy())
 
-        def at(index: exp.Expr) -> exp.Expr:
+        def at(index: exp.Expr, offset: int) -> exp.Expr:
             place = _cast(index, BIGINT)
             return call("list_extract", ordered.copy(),
-                        exp.Add(this=place, expression=exp.Literal.number(1)))  # fmt: skip
+                        exp.Add(this=place, expression=exp.Literal.number(offset)))  # fmt: skip
 
-        lo_key, hi_key = at(low.copy()), at(high.copy())  # compared as the values they are
+        empty = exp.If(this=exp.EQ(this=count.copy(), expression=exp.Literal.number(0)),
+                       true=exp.null())  # fmt: skip
+        if name == "percentile_disc":
+            product = exp.Mul(this=_cast(count.copy(), DOUBLE), expression=percentage)
+            place = exp.Greatest(this=call("ceil", product), expressions=[exp.Literal.number(1)])
+            return exp.Case(ifs=[empty], default=_cast(at(place, 0), DOUBLE)), DOUBLE
+        position = exp.Paren(this=exp.Mul(
+            this=_cast(exp.Sub(this=count, expression=exp.Literal.number(1)), DOUBLE),
+            expression=percentage))  # fmt: skip
+        low, high = call("floor", position.copy()), call("ceil", position.copy())
+        lo_key, hi_key = at(low.copy(), 1), at(high.copy(), 1)  # compared as they are
         lo, hi = _cast(lo_key.copy(), DOUBLE), _cast(hi_key.copy(), DOUBLE)
         between = exp.Add(
             this=exp.Mul(this=exp.Paren(this=exp.Sub(this=high, expression=position.copy())),
@@ -137,13 +174,8 @@ class Aggregates(Base):
             expression=exp.Mul(this=exp.Paren(this=exp.Sub(this=position, expression=low)),
                                expression=hi.copy()),
         )  # fmt: skip
-        value = exp.Case(
-            ifs=[exp.If(this=exp.EQ(this=count, expression=exp.Literal.number(0)),
-                        true=exp.null()),
-                 exp.If(this=exp.EQ(this=lo_key, expression=hi_key), true=lo)],
-            default=between,
-        )  # fmt: skip
-        return value, DOUBLE
+        same = exp.If(this=exp.EQ(this=lo_key, expression=hi_key), true=lo)
+        return exp.Case(ifs=[empty, same], default=between), DOUBLE
 
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN
@@ -172,20 +204,6 @@ class Aggregates(Base):
                 raise _refuse(node, "GROUPING() of other than one expression")
             return _cast(exp.Grouping(expressions=rendered), TINYINT), TINYINT
         return exp.GroupingId(expressions=rendered), BIGINT
-
-
-def _windowed_average(window: exp.Window, average: exp.Avg, kind: SparkType) -> exp.Expr:
-    """AVG of a DECIMAL over a window as the tree Spark's Average evaluates there, as for
-    the aggregate (`average`): `CAST(SUM(x) OVER w / CAST(COUNT(x) OVER w AS DECIMAL(20,
-    0)) AS DECIMAL(p + 4, s + 4))`, the sum and the count over the same partition, order
-    and (default) frame; a Spark tree the gate then types and renders."""
-
-    def over(aggregate: exp.Expr) -> exp.Expr:
-        return _rebuilt(window, this=aggregate)
-
-    count = decimals.cast(over(exp.Count(this=average.this.copy())), decimals.COUNT_DECIMAL)
-    divided = exp.Div(this=over(exp.Sum(this=average.this.copy())), expression=count)
-    return decimals.cast(divided, decimals.avg_type(kind.decimal()))
 
 
 def group_key(expr: Base, key: exp.Expr) -> exp.Expr:
@@ -222,3 +240,10 @@ def _text_key(expr: Base, key: exp.Expr) -> exp.Expr | None:
     if not kind.floating:
         return None
     return exp.Cast(this=rendered, to=built("VARCHAR", None))
+
+
+def _fraction(node: exp.Expr, arg: str) -> Decimal:
+    fraction = node.args.get(arg)
+    if not (isinstance(fraction, exp.Literal) and fraction.is_number):
+        raise _refuse(node, "a percentile at a percentage that is not one number")
+    return Decimal(fraction.this)

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from icemv.sql import decimals
 from icemv.sql.functions import timestamp_text
-from icemv.sql.portable.aggregates import Aggregates, _windowed_average
+from icemv.sql.portable.aggregates import Aggregates
 from icemv.sql.portable.base import Handler
 from icemv.sql.portable.common import (
     _DATE_LITERAL,
@@ -301,7 +301,7 @@ class Expressions(Scalars, Aggregates):
         elif isinstance(function, exp.Avg) and self.typed(function.this)[1].kind == "decimal":
             if spec is not None:
                 raise _refuse(node, "AVG of a DECIMAL over a window frame")
-            return self.typed(_windowed_average(node, function, self.typed(function.this)[1]))
+            return self.decimal_average(function, lambda aggregate: _rebuilt(node, this=aggregate))
         elif isinstance(function, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg):
             rendered_function, kind = self.typed(function)
             cast_to = kind
@@ -416,6 +416,7 @@ _HANDLERS: dict[type[exp.Expr], Handler] = {
     exp.StddevSamp: Expressions.average,
     exp.Median: Expressions.median,  # type: ignore[dict-item]
     exp.Quantile: Expressions.percentile,  # type: ignore[dict-item]
+    exp.WithinGroup: Expressions.within_group,  # type: ignore[dict-item]
     exp.Min: Expressions.extreme,
     exp.Max: Expressions.extreme,
     exp.LogicalAnd: Expressions.logical_aggregate,
