@@ -26,9 +26,10 @@ delta sum NULL with inputs, an addend too wide to add exactly) is recomputed. Sp
 rounds sum / count once to its type; the merge divides, `sum / CAST(count AS DECIMAL(20,
 0))`, and casts to AVG's type, which rounds the same when that division keeps at least
 AVG's places and the digits it rounds are not exactly half a unit (a group where they are
-is recomputed); otherwise the touched groups are recomputed (`recompute` says why). The quotient, read by the value and by the half-way
-test, is one let (`MergeRules.lets`, see keyed.KeyedMerge): the same value of the same
-joined row wherever it is read, so naming it changes no result.
+is recomputed); otherwise the touched groups are recomputed (`recompute` says why). The
+quotient, read by the value and by the half-way test, is one let (`MergeRules.lets`, see
+keyed.KeyedMerge): the same value of the same joined row wherever it is read, so naming
+it changes no result.
 
 Floating-point SUM and AVG merge deletes through an error bound (`_icemv_error_c`,
 sql/state.py). Every sum the stored value went through, Spark's first sum of the group and

@@ -23,6 +23,7 @@ Modules: `model` (a row), `builders` (the rows' DuckDB expressions and checks), 
 from icemv.sql.functions.builders import (
     HALF_WAY_PATTERN,
     ascii_only,
+    raising_where,
     rounded_type,
     timestamp_text,
 )
@@ -36,5 +37,5 @@ from icemv.sql.functions.table import (
 )
 
 __all__ = ["DATE_LIKE", "FUNCTIONS", "HALF_WAY_PATTERN", "HANDLED", "REFUSED", "Argument",
-           "Function", "ascii_only", "call", "function_of", "function_table", "rounded_type",
-           "timestamp_text"]  # fmt: skip
+           "Function", "ascii_only", "call", "function_of", "function_table", "raising_where",
+           "rounded_type", "timestamp_text"]  # fmt: skip

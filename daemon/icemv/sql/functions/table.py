@@ -351,7 +351,7 @@ HANDLED: tuple[tuple[str, str, str], ...] = (
     (
         "median, percentile, percentile_cont, percentile_disc",
         "percentile_disc(0.3) WITHIN GROUP (ORDER BY m DESC)",
-        "of integers and DECIMALs, a literal p",
+        "a literal p; DOUBLE: not over both -0.0 and 0.0",
     ),
     ("any_value", "any_value(s)", "Spark's First, NULLs included"),
     ("grouping, grouping_id", "grouping_id()", "with GROUPING SETS, ROLLUP, CUBE"),

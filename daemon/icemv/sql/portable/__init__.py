@@ -85,10 +85,11 @@ Where the engines differ, and what the gate does about it:
   (the first grouping expression highest). WITH ROLLUP / WITH CUBE and nested sets
   refused.
 - MEDIAN, `percentile(x, p)` and `percentile_cont(p) WITHIN GROUP (ORDER BY x [DESC])`
-  of integers and DECIMALs, a literal p: Spark's Percentile written out step for step
-  (aggregates.py; DuckDB's quantile_cont rounds otherwise); `percentile_disc` as Spark
-  3.5's PercentileDisc (the value at place ceil(n * p)); DOUBLE values, DISTINCT and
-  windows refused.
+  of numbers, a literal p: Spark's Percentile written out step for step (aggregates.py;
+  DuckDB's quantile_cont rounds otherwise); `percentile_disc` as Spark 3.5's
+  PercentileDisc (the value at place ceil(n * p)); a group of DOUBLE values with both
+  -0.0 and 0.0 raises (Spark orders the two as its hash map does); DISTINCT and windows
+  refused.
 - ANY_VALUE(x): Spark's is its First, NULLs included: DuckDB's FIRST (its ANY_VALUE skips
   NULLs). Which row's value neither engine defines; where the group decides it, both
   give it.

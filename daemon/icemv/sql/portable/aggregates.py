@@ -8,7 +8,7 @@ from decimal import Decimal
 from sqlglot import exp
 
 from icemv.sql import decimals
-from icemv.sql.functions import call
+from icemv.sql.functions import call, raising_where
 from icemv.sql.portable.base import Base
 from icemv.sql.portable.common import _cast, _rebuilt, _refuse, spark_type_of
 from icemv.sql.portable.division import _decimal_division
@@ -113,8 +113,8 @@ class Aggregates(Base):
         two values are equal, else `(ceil - position) * lo + (position - floor) * hi` of
         them as DOUBLE, each step one IEEE operation on the same operands in both engines.
         DuckDB's own quantile_cont rounds otherwise (`lo + (hi - lo) * f`, or in DECIMAL).
-        DOUBLE values (which of -0.0 and 0.0, and NaN's place, not compared), an array of
-        p, DISTINCT and windows: refused."""
+        Floating-point values as `_signed_zeros` says. An array of p, DISTINCT and
+        windows: refused."""
         return self._percentile(node, node.this, "percentile", _fraction(node, "quantile"))
 
     def within_group(self, node: exp.WithinGroup) -> tuple[exp.Expr, SparkType]:
@@ -143,8 +143,8 @@ class Aggregates(Base):
         if isinstance(argument, exp.Distinct) or isinstance(node.parent, exp.Window):
             raise _refuse(node, f"{name} of DISTINCT values or over a window")
         inner, kind = self.typed(argument)
-        if not (kind.integral or kind.kind == "decimal"):
-            raise _refuse(node, f"{name} of {kind.describe()} (integers and DECIMAL only)")
+        if not (kind.integral or kind.floating or kind.kind == "decimal"):
+            raise _refuse(node, f"{name} of {kind.describe()}")
         count = exp.Count(this=inner.copy())
         ordered = call("list_sort", call("list", inner.copy()),
                        exp.Literal.string("DESC" if descending else "ASC"),
@@ -161,7 +161,8 @@ class Aggregates(Base):
         if name == "percentile_disc":
             product = exp.Mul(this=_cast(count.copy(), DOUBLE), expression=percentage)
             place = exp.Greatest(this=call("ceil", product), expressions=[exp.Literal.number(1)])
-            return exp.Case(ifs=[empty], default=_cast(at(place, 0), DOUBLE)), DOUBLE
+            value = exp.Case(ifs=[empty], default=_cast(at(place, 0), DOUBLE))
+            return _signed_zeros(inner, kind, value), DOUBLE
         position = exp.Paren(this=exp.Mul(
             this=_cast(exp.Sub(this=count, expression=exp.Literal.number(1)), DOUBLE),
             expression=percentage))  # fmt: skip
@@ -175,7 +176,7 @@ class Aggregates(Base):
                                expression=hi.copy()),
         )  # fmt: skip
         same = exp.If(this=exp.EQ(this=lo_key, expression=hi_key), true=lo)
-        return exp.Case(ifs=[empty, same], default=between), DOUBLE
+        return _signed_zeros(inner, kind, exp.Case(ifs=[empty, same], default=between)), DOUBLE
 
     def logical_aggregate(self, node: exp.Expr) -> tuple[exp.Expr, SparkType]:
         return _rebuilt(node, this=self.boolean(node.this)), BOOLEAN
@@ -247,3 +248,21 @@ def _fraction(node: exp.Expr, arg: str) -> Decimal:
     if not (isinstance(fraction, exp.Literal) and fraction.is_number):
         raise _refuse(node, "a percentile at a percentage that is not one number")
     return Decimal(fraction.this)
+
+
+def _signed_zeros(value: exp.Expr, kind: SparkType, computed: exp.Expr) -> exp.Expr:
+    """A percentile of floating-point values: Spark counts each distinct boxed value
+    (-0.0 and 0.0 apart, every NaN one) and sorts them by its SQL order, in which -0.0
+    and 0.0 tie (NaN above all, as in DuckDB's list_sort): with both zeros in a group,
+    which comes first, and whether the two keys are "equal", are Spark's hash map's; so
+    DuckDB raises there (Spark computes the refresh). With one zero sign at most, equal
+    values are the same bits and the order is the same total order in both."""
+    if not kind.floating:
+        return computed
+    zero = exp.EQ(this=value.copy(), expression=exp.Literal.number(0))
+    negative = exp.LogicalOr(this=exp.and_(zero.copy(), call("signbit", value.copy())))
+    positive = exp.LogicalOr(
+        this=exp.and_(zero.copy(), exp.Not(this=call("signbit", value.copy())))
+    )
+    both = exp.and_(negative, positive)
+    return raising_where(both, "a percentile over both -0.0 and 0.0", computed)
