@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql fuzz-functions matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet bench-replicas lint format typecheck clean image image-test
+.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql fuzz-functions matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet profile-refresh bench-replicas lint format typecheck clean image image-test
 
 install: $(STAMP)
 
@@ -138,6 +138,10 @@ FLEET_MODES ?= kafka,poll
 FLEET_PROCESSES ?=
 bench-fleet: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_fleet --rows $(FLEET_ROWS) --mvs $(FLEET_MVS) --commits $(FLEET_COMMITS) --modes $(FLEET_MODES) $(if $(FLEET_PROCESSES),--processes $(FLEET_PROCESSES)) --out bench-results/fleet.json
+
+# Where a small refresh's driver CPU goes: phases and cProfile's top functions.
+profile-refresh: install system-deps
+	$(BIN)/python -m tests.benchmarks.profile_refresh
 
 # Refresh attempts and storage commit conflicts per commit with several daemon replicas.
 REPLICAS ?= 3
