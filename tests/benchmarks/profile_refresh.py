@@ -1,14 +1,17 @@
 """Where a small refresh's driver CPU goes: `make profile-refresh`.
 
-    python -m tests.benchmarks.profile_refresh --rows 200000 --mvs 7 --commits 8
+    python -m tests.benchmarks.profile_refresh --rows 200000 --mvs 7 --commits 12
 
 The fleet bench's source, dimension and MV shapes (tests/benchmarks/bench_fleet.py), `--mvs`
 MVs, refreshed one after the other in this process (no daemon, no workers: the CPU is the
 refresh's own) after each of `--commits` appends of `--append` rows by another writer
-(pyiceberg). The first commit warms the caches and is left out. Prints the median CPU
-time of a refresh by phase beside its total and wall time, per shape and over all, and
-the functions that took most of the refreshes' CPU (cProfile, cumulative and own time),
-so a change to the refresh path can be weighed by what it saves.
+(pyiceberg). The first `--warm` commits are left out: the first refresh after an MV is
+made is a full one, the next meets the MV's trees for the first time. The measured commits
+take turns: timed alone (cProfile's overhead would double the times), then profiled.
+Prints the median CPU time of a refresh by phase beside its total and wall time, per
+shape and over all (the timed commits), and the functions that took most of the
+refreshes' CPU (the profiled ones; cumulative and own time), so a change to the refresh
+path can be weighed by what it saves.
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--mvs", type=int, default=7)
-    parser.add_argument("--commits", type=int, default=8)
+    parser.add_argument("--commits", type=int, default=12)
+    parser.add_argument("--warm", type=int, default=2, help="first commits left out")
     parser.add_argument("--append", type=int, default=1000)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--dump", default="bench-results/profile-refresh.prof",
+                        help="cProfile's data, for pstats")  # fmt: skip
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="icemv-profile-"))
     print(f"machine: {machine()}")
@@ -69,11 +75,15 @@ def main() -> None:
             for mv in mvs:
                 shape = _shape(mv)
                 started = time.perf_counter()
-                if commit:
+                # measured commits in turn: timed alone, then profiled (cProfile's own
+                # overhead would double the times)
+                profiled = commit >= args.warm and (commit - args.warm) % 2 == 1
+                if profiled:
                     profile.enable()
                 result = refresh_mv(lakehouse, mv)
-                if commit:
+                if profiled:
                     profile.disable()
+                elif commit >= args.warm:
                     results[shape].append(result)
                     walls[shape].append(time.perf_counter() - started)
                 assert result.engine in (None, "duckdb"), (mv, result.engine_reason)
@@ -81,6 +91,8 @@ def main() -> None:
 
         stop_spark()
     _print_phases(results, walls)
+    Path(args.dump).parent.mkdir(parents=True, exist_ok=True)
+    profile.dump_stats(args.dump)
     text = io.StringIO()
     stats = pstats.Stats(profile, stream=text).strip_dirs()
     stats.sort_stats("cumulative").print_stats(args.top)
@@ -89,7 +101,9 @@ def main() -> None:
 
 
 def _shape(mv: Identifier) -> str:
-    return next(name for name in SHAPE_NAMES if mv.name.endswith(name))
+    name = mv.name.split("_", 1)[1]  # mv007_by_hour
+    assert name in SHAPE_NAMES, mv
+    return name
 
 
 def _print_phases(results: dict[str, list[RefreshResult]], walls: dict[str, list[float]]) -> None:
