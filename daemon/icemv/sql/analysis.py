@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from copy import deepcopy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
 from sqlglot import exp
@@ -156,6 +156,10 @@ class AggregateAnalysis:
     grouping_sets: bool = False
     # Sources a change to which recomputes the view, as for RowsAnalysis.
     recompute_on: frozenset[Identifier] = frozenset()
+    # What this analysis is a function of (`analyse`'s memo key: the view's SQL, its
+    # namespace and catalog, its sources as they resolve); None where it was not kept.
+    # Patch trees built from the analysis are kept per process by it (refresh/patch/).
+    memo_key: Hashable | None = field(default=None, compare=False, repr=False)
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
 
@@ -214,6 +218,8 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
         return deepcopy(kept)
     found = _analysed(resolver, shared.copy(), default_namespace)
     if key is not None:
+        if isinstance(found, AggregateAnalysis):
+            found = replace(found, memo_key=key)
         _analyses.put(key, deepcopy(found))
     return found
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Hashable
 
 import duckdb
 import pyarrow as pa
-from sqlglot import exp
 
 from icemv.errors import EngineRefusedError
+from icemv.refresh.exec import Tree
 from icemv.refresh.patch.model import PatchTarget
 from icemv.refresh.patch.row_images import files_admitting
 from icemv.sql.memo import Memo
@@ -130,12 +131,14 @@ class DuckDBExecutor:
             self._rows[name] = rows
         return name
 
-    def register(self, purpose: str, query: exp.Query, cache: bool = False) -> str:
+    def register(
+        self, purpose: str, query: Tree, cache: bool = False, key: Hashable | None = None
+    ) -> str:
         """`query`'s rows, computed now, as a relation; its name (`cache`: always)."""
-        return self.add_rows(purpose, self._run(query))
+        return self.add_rows(purpose, self._run(query, key))
 
-    def collect(self, query: exp.Query, max_rows: int) -> pa.Table | None:
-        rows = self._run(query)
+    def collect(self, query: Tree, max_rows: int, key: Hashable | None = None) -> pa.Table | None:
+        rows = self._run(query, key)
         return None if rows.num_rows > max_rows else rows
 
     def rows(self, name: str) -> pa.Table:
@@ -163,9 +166,9 @@ class DuckDBExecutor:
         rows = pa.concat_tables([rows for _, rows in files]) if files else empty
         return target.holding(self.add_rows("stored", rows), tuple(f for f, _ in files))
 
-    def _run(self, query: exp.Query) -> pa.Table:
+    def _run(self, query: Tree, key: Hashable | None) -> pa.Table:
         with self._lock:
-            portable = to_duckdb(query, self.schemas)
+            portable = to_duckdb(query, self.schemas, key)
             try:
                 statement = _parsed(self.connection, portable.sql)
                 return self.connection.execute(statement).to_arrow_table()

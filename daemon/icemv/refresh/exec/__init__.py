@@ -9,6 +9,7 @@ reason: the refresh then runs on Spark.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
@@ -22,13 +23,29 @@ if TYPE_CHECKING:
     from icemv.refresh.patch.model import PatchTarget
 
 
+# A tree, or a builder of it: with a key (below), an executor that kept its answer for
+# the key runs that and builds nothing.
+Tree = exp.Query | Callable[[], exp.Query]
+
+
+def built(tree: Tree) -> exp.Query:
+    return tree if isinstance(tree, exp.Query) else tree()
+
+
 class Executor(Protocol):
+    """Runs trees. `key`, where given, names the tree exactly: two trees given one key are
+    one tree (what it is a function of, as `(purpose, ...)`); the embedded executor keeps
+    its gate answer by the key (and the relations' types), so a refresh that builds the
+    trees its MV's last refresh built need not build them at all."""
+
     name: str
 
-    def register(self, purpose: str, query: exp.Query, cache: bool = False) -> str:
+    def register(
+        self, purpose: str, query: Tree, cache: bool = False, key: Hashable | None = None
+    ) -> str:
         """`query` as a relation later trees may name; its (unique) name."""
 
-    def collect(self, query: exp.Query, max_rows: int) -> pa.Table | None:
+    def collect(self, query: Tree, max_rows: int, key: Hashable | None = None) -> pa.Table | None:
         """`query`'s rows as Arrow; None if there are more than `max_rows`."""
 
     def stored(

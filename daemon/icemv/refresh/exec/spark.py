@@ -8,12 +8,13 @@ one) or a temp view registered here (the change rows read by refresh/changes/rea
 from __future__ import annotations
 
 import uuid
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from sqlglot import exp
 
 from icemv.engine.arrow import collect_bounded
+from icemv.refresh.exec import Tree, built
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -30,9 +31,12 @@ class SparkExecutor:
         self.spark = spark
         self._names: list[str] = []
 
-    def register(self, purpose: str, query: exp.Query, cache: bool = False) -> str:
+    def register(
+        self, purpose: str, query: Tree, cache: bool = False, key: Hashable | None = None
+    ) -> str:
         """Register `query` as a new temp view; returns its (internal, unique) name."""
-        return self.register_frame(purpose, self.spark.sql(query.sql(dialect="spark")), cache)
+        frame = self.spark.sql(built(query).sql(dialect="spark"))
+        return self.register_frame(purpose, frame, cache)
 
     def register_frame(self, purpose: str, frame: DataFrame, cache: bool = False) -> str:
         name = f"__icemv_{purpose}_{uuid.uuid4().hex[:12]}"
@@ -45,8 +49,8 @@ class SparkExecutor:
     def cache(self, name: str) -> None:
         self.spark.catalog.cacheTable(name)
 
-    def collect(self, query: exp.Query, max_rows: int) -> pa.Table | None:
-        return collect_bounded(self.spark.sql(query.sql(dialect="spark")), max_rows)
+    def collect(self, query: Tree, max_rows: int, key: Hashable | None = None) -> pa.Table | None:
+        return collect_bounded(self.spark.sql(built(query).sql(dialect="spark")), max_rows)
 
     def stored(
         self, target: PatchTarget, keys: str | None, key_columns: list[tuple[str, str]]

@@ -15,7 +15,7 @@ the commit asserts the storage has not moved since.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,7 @@ from icemv.refresh.patch.sqltree import (
     when_matched_update,
     when_not_matched_insert,
 )
+from icemv.sql.portable import tree_key
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -254,14 +255,24 @@ class Rewrite:
 
 
 def rewrite_from_driver(
-    views: Executor, spec: KeyedMerge, target: PatchTarget, suspect: exp.Expr | None = None
+    views: Executor,
+    spec: KeyedMerge,
+    target: PatchTarget,
+    suspect: exp.Expr | None = None,
+    key: Hashable | None = None,
 ) -> Rewrite | None:
     """The patched storage content (of the whole table, or of the rows the executor
-    holds), collected; None if it is too big for the driver."""
+    holds), collected; None if it is too big for the driver. `key`: what `spec` (but its
+    source's name) and `suspect` are a function of, exactly (see Executor); with the
+    source's name and the storage's relation it keys the content tree."""
     if not target.rewritable_from_driver:
         return None
-    query = spec.content(target, suspect or exp.false())
-    content = views.collect(query, target.driver_max_rows)
+    content_key = None
+    if key is not None:
+        content_key = ("content", key, spec.source, tree_key(target.at_plan("p")))
+    content = views.collect(
+        lambda: spec.content(target, suspect or exp.false()), target.driver_max_rows, content_key
+    )
     if content is None:
         return None
     status = content[STATUS]

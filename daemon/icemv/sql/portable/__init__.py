@@ -102,7 +102,7 @@ Pure: sqlglot trees and types only (the answers kept per process, see `to_duckdb
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from sqlglot import exp
@@ -118,7 +118,11 @@ __all__ = ["Portable", "Schema", "duckdb_type", "spark_type_of", "to_duckdb",
 _answers: Memo[Portable | str] = Memo(1024)
 
 
-def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
+def to_duckdb(
+    query: exp.Query | Callable[[], exp.Query],
+    relations: Mapping[str, Schema],
+    given: Hashable | None = None,
+) -> Portable:
     """`query` (Spark SQL over the named relations) as DuckDB SQL, or EngineRefusedError.
 
     The answer is a function of the tree and the relations' types, so it is kept per
@@ -127,16 +131,24 @@ def to_duckdb(query: exp.Query, relations: Mapping[str, Schema]) -> Portable:
     (`tree_key`): every node's class and every argument, strings with their case. Two
     trees with one key are one tree to the gate, which reads nothing else of them
     (types it derives from `relations`, not from the nodes' annotations). The key costs
-    a tenth of rendering the tree (0.26 against 2.1 ms for a fleet MV's trees)."""
+    a tenth of rendering the tree (0.26 against 2.1 ms for a fleet MV's trees).
+
+    `given`: a key that names the tree exactly (its caller's: what the tree is a
+    function of), used instead of the tree's own; `query` may then be a builder of the
+    tree, called only when the answer is not kept."""
     types = tuple((name, tuple(schema.items())) for name, schema in sorted(relations.items()))
-    key: Any = (tree_key(query), types)
+    if given is None and not isinstance(query, exp.Query):
+        query = query()
+    key: Any = (("given", given) if given is not None else tree_key(query), types)
     try:
         kept = _answers.get(key)
     except TypeError:  # an argument that cannot be hashed: gate it, keep nothing
         key, kept = None, None
     if kept is None:
+        # A tree named by a key may be kept by its caller: the gate reads a copy.
+        tree = query() if not isinstance(query, exp.Query) else query.copy() if given else query
         try:
-            rendered, columns = Gate(relations).query(query)
+            rendered, columns = Gate(relations).query(tree)
             kept = Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))
         except EngineRefusedError as why:
             kept = str(why)
