@@ -21,11 +21,10 @@ import duckdb
 import pyarrow as pa
 
 from icemv.errors import EngineRefusedError
-from icemv.refresh.exec import Tree
 from icemv.refresh.patch.model import PatchTarget
 from icemv.refresh.patch.row_images import files_admitting
 from icemv.sql.memo import Memo
-from icemv.sql.portable import Schema, to_duckdb
+from icemv.sql.portable import Schema, Tree, to_duckdb
 from icemv.sql.spark_types import of_arrow
 
 NAME = "duckdb"

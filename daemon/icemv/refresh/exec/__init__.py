@@ -9,13 +9,13 @@ reason: the refresh then runs on Spark.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
-from sqlglot import exp
 
 from icemv.errors import EngineRefusedError
+from icemv.sql.portable import Tree
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,20 +23,12 @@ if TYPE_CHECKING:
     from icemv.refresh.patch.model import PatchTarget
 
 
-# A tree, or a builder of it: with a key (below), an executor that kept its answer for
-# the key runs that and builds nothing.
-Tree = exp.Query | Callable[[], exp.Query]
-
-
-def built(tree: Tree) -> exp.Query:
-    return tree if isinstance(tree, exp.Query) else tree()
-
-
 class Executor(Protocol):
-    """Runs trees. `key`, where given, names the tree exactly: two trees given one key are
-    one tree (what it is a function of, as `(purpose, ...)`); the embedded executor keeps
-    its gate answer by the key (and the relations' types), so a refresh that builds the
-    trees its MV's last refresh built need not build them at all."""
+    """Runs trees, or builders of them (`Tree`). `key`, where given, names the tree
+    exactly: two trees given one key are one tree (what it is a function of, as
+    `(purpose, ...)`); the embedded executor keeps its gate answer by the key (and the
+    relations' types), so a refresh that builds the trees its MV's last refresh built
+    need not build them at all."""
 
     name: str
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from icemv.engine.arrow import collect_bounded
-from icemv.refresh.exec import Tree, built
+from icemv.sql.portable import Tree, built
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

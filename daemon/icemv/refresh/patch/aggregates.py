@@ -102,9 +102,8 @@ class _MergeTrees:
     state and types, and whether the delta deletes (kept per process by them: `_kept`).
     Read only: every user copies what it changes (KeyedMerge copies where it uses)."""
 
-    recompute: str | None
     keys: list[tuple[str, str]]
-    delta: exp.Select | None
+    delta: exp.Select
     on: exp.Expr
     updates: dict[str, exp.Expr]
     inserts: list[exp.Expr]
@@ -117,7 +116,8 @@ class _MergeTrees:
 # An MV's merge trees by what they are a function of (`_MergeInputs.key`): a refresh of an MV whose
 # view, sources' schemas and storage are unchanged builds none (3-10 ms of a small
 # refresh's CPU here), and the embedded executor runs the DuckDB SQL it kept for them.
-_kept: Memo[_MergeTrees] = Memo(512)
+# A string: why the rules recompute the touched groups instead.
+_kept: Memo[_MergeTrees | str] = Memo(512)
 
 
 @dataclass(frozen=True)
@@ -145,14 +145,13 @@ class _MergeInputs:
         return key
 
 
-def _merge_trees(inputs: _MergeInputs) -> _MergeTrees:
+def _merge_trees(inputs: _MergeInputs) -> _MergeTrees | str:
     analysis, pre_delta, outputs = inputs.analysis, inputs.pre_delta, inputs.outputs
     with_deletes, state, types = inputs.with_deletes, inputs.state, inputs.types
     keys = _group_keys(analysis, outputs)
     rules = merge_rules(analysis, outputs, state, types)
     if rules.recompute is not None:
-        return _MergeTrees(rules.recompute, keys, None, exp.false(), {}, [], exp.false(),
-                           exp.false(), {}, exp.false())  # fmt: skip
+        return rules.recompute
     weight = unit_weight() if rules.exploded else col(WEIGHT)
     projections: list[exp.Expr] = [col(alias) for _, alias in keys]
     projections.append(aliased(sum_(weight.copy()), DELTA_COUNT))
@@ -197,7 +196,7 @@ def _merge_trees(inputs: _MergeInputs) -> _MergeTrees:
         ])  # fmt: skip
     insert_when = exp.GT(this=col(DELTA_COUNT, "s"), expression=num(0))
     on = _match(keys, "t", "s")
-    return _MergeTrees(None, keys, delta, on, updates, inserts, gone, insert_when, rules.lets,
+    return _MergeTrees(keys, delta, on, updates, inserts, gone, insert_when, rules.lets,
                        suspects)  # fmt: skip
 
 
@@ -226,7 +225,7 @@ def merge_aggregates_patch(
         trees = _merge_trees(inputs)
         if key is not None:
             _kept.put(key, trees)
-    if trees.recompute is not None or trees.delta is None:
+    if isinstance(trees, str):
         return recompute()
     source = views.register("aggd", trees.delta, key=None if key is None else ("aggd", key))
     target = views.stored(target, source, trees.keys)

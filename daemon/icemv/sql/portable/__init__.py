@@ -112,14 +112,22 @@ from icemv.sql.memo import Memo
 from icemv.sql.portable.common import Portable, Schema, duckdb_type, spark_type_of
 from icemv.sql.portable.queries import Gate
 
-__all__ = ["Portable", "Schema", "duckdb_type", "spark_type_of", "to_duckdb",
-           "tree_key"]  # fmt: skip
+__all__ = ["Portable", "Schema", "Tree", "built", "duckdb_type", "spark_type_of",
+           "to_duckdb", "tree_key"]  # fmt: skip
 
 _answers: Memo[Portable | str] = Memo(1024)
 
 
+# A tree, or a builder of it (called only when the tree is needed: see `given`).
+Tree = exp.Query | Callable[[], exp.Query]
+
+
+def built(tree: Tree) -> exp.Query:
+    return tree if isinstance(tree, exp.Query) else tree()
+
+
 def to_duckdb(
-    query: exp.Query | Callable[[], exp.Query],
+    query: Tree,
     relations: Mapping[str, Schema],
     given: Hashable | None = None,
 ) -> Portable:
@@ -137,16 +145,18 @@ def to_duckdb(
     function of), used instead of the tree's own; `query` may then be a builder of the
     tree, called only when the answer is not kept."""
     types = tuple((name, tuple(schema.items())) for name, schema in sorted(relations.items()))
-    if given is None and not isinstance(query, exp.Query):
-        query = query()
-    key: Any = (("given", given) if given is not None else tree_key(query), types)
+    if given is None:
+        query = built(query)
+        key: Any = (tree_key(query), types)
+    else:
+        key = (("given", given), types)
     try:
         kept = _answers.get(key)
     except TypeError:  # an argument that cannot be hashed: gate it, keep nothing
         key, kept = None, None
     if kept is None:
-        # A tree named by a key may be kept by its caller: the gate reads a copy.
-        tree = query() if not isinstance(query, exp.Query) else query.copy() if given else query
+        # A tree its caller names by a key may be kept by the caller: the gate reads a copy.
+        tree = query.copy() if given is not None and isinstance(query, exp.Query) else built(query)
         try:
             rendered, columns = Gate(relations).query(tree)
             kept = Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))

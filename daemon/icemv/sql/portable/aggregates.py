@@ -69,13 +69,13 @@ class Aggregates(Base):
         """AVG: DOUBLE of numbers; of a DECIMAL see `decimal_average`."""
         inner, kind = self.typed(node.this)
         if kind.kind == "decimal" and not isinstance(node.parent, exp.Window):
-            return self.decimal_average(node, lambda aggregate: aggregate)
+            return self.decimal_average(node, kind, lambda aggregate: aggregate)
         if not (kind.integral or kind.floating):
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
         return _rebuilt(node, this=inner), DOUBLE
 
     def decimal_average(
-        self, node: exp.Expr, over: Callable[[exp.Expr], exp.Expr]
+        self, node: exp.Expr, kind: SparkType, over: Callable[[exp.Expr], exp.Expr]
     ) -> tuple[exp.Expr, SparkType]:
         """AVG of a DECIMAL(p, s) as Spark 3.5's Average evaluates it: its sum in
         DECIMAL(p + 10, s) (SUM's type, as the gate types SUM) divided by the count as
@@ -84,12 +84,13 @@ class Aggregates(Base):
         places: the same as rounding the exact quotient), NULL for no values. Not the
         tree `CAST(SUM(x) / CAST(COUNT(x) AS DECIMAL(20, 0)) AS ...)`, which rounds twice
         (first to the division's type, 10 places for a sum of 38 digits). `over` puts
-        each aggregate over the window the AVG is over (or leaves it bare)."""
+        each aggregate over the window the AVG is over (or leaves it bare); `kind` is the
+        argument's type."""
         argument = node.this
         summed, total = self.typed(over(exp.Sum(this=argument.copy())))
         count = decimals.cast(over(exp.Count(this=argument.copy())), decimals.COUNT_DECIMAL)
         counted, _ = self.typed(count)
-        result = decimals.avg_type(self.typed(argument)[1].decimal())
+        result = decimals.avg_type(kind.decimal())
         quotient = _decimal_division(
             summed, counted, total.decimal(), decimals.COUNT_DECIMAL, result, node
         )
@@ -261,8 +262,6 @@ def _signed_zeros(value: exp.Expr, kind: SparkType, computed: exp.Expr) -> exp.E
         return computed
     zero = exp.EQ(this=value.copy(), expression=exp.Literal.number(0))
     negative = exp.LogicalOr(this=exp.and_(zero.copy(), call("signbit", value.copy())))
-    positive = exp.LogicalOr(
-        this=exp.and_(zero.copy(), exp.Not(this=call("signbit", value.copy())))
-    )
+    positive = exp.LogicalOr(this=exp.and_(zero, exp.Not(this=call("signbit", value.copy()))))
     both = exp.and_(negative, positive)
     return raising_where(both, "a percentile over both -0.0 and 0.0", computed)

@@ -298,10 +298,14 @@ class Expressions(Scalars, Aggregates):
             # another node: refused below)
             value, kind = self.typed(function.this)
             rendered_function, cast_to = _rebuilt(function, this=value), kind
-        elif isinstance(function, exp.Avg) and self.typed(function.this)[1].kind == "decimal":
+        elif isinstance(function, exp.Avg) and (kind := self.typed(function.this)[1]).kind == (
+            "decimal"
+        ):
             if spec is not None:
                 raise _refuse(node, "AVG of a DECIMAL over a window frame")
-            return self.decimal_average(function, lambda aggregate: _rebuilt(node, this=aggregate))
+            return self.decimal_average(
+                function, kind, lambda aggregate: _rebuilt(node, this=aggregate)
+            )
         elif isinstance(function, exp.Sum | exp.Count | exp.Min | exp.Max | exp.Avg):
             rendered_function, kind = self.typed(function)
             cast_to = kind
