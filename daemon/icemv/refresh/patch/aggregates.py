@@ -15,7 +15,11 @@ deletes). Recomputing is exact because the touched groups are exactly the group 
 the delta rows, each re-evaluated whole by the view query at the new snapshots, and an
 untouched group's inputs did not change. With the embedded engine the storage rows of
 the touched groups are held from the files whose column bounds admit their keys (every
-row of those groups is in them), and only those files are rewritten.
+row of those groups is in them), and only those files are rewritten. The merge trees an
+MV's refresh builds are kept for its next ones (`_kept`), keyed by everything they are
+built from (the analysis by its own memo key, the delta's tree by `tree_key`, the
+storage's outputs, state and types, whether rows are deleted): a kept tree is the tree
+the refresh would build, so keeping them changes no result.
 
 GROUPING SETS / ROLLUP / CUBE are a union of groupings: a storage row is one group of one
 grouping, named by its key values (NULL where rolled up) and the hidden grouping id
