@@ -315,13 +315,21 @@ class RefreshConfig(_Section):
         "(least recently used first out).",
     )
     embedded_join_max_rows: int = Field(
-        default=100_000,
+        default=20_000_000,
         ge=0,
-        description="The embedded engine reads each other table the view reads whole at "
-        "its pinned snapshot (its named columns only, shared in the cache above) when it "
-        "holds at most this many rows; the same bound applies to the changed table where "
-        "it is read whole at both ends (keyed deltas, groups recomputed from the sources, "
-        "self-joins); 0: such views always go to Spark.",
+        description="The embedded engine reads each other table the view reads (and the "
+        "changed table where the delta reads it at both ends: keyed deltas, groups "
+        "recomputed from the sources, self-joins) when it holds at most this many rows at "
+        "its snapshot: whole (its named columns only, kept in the cache above for the next "
+        "refreshes) when that fits the cache, else only the rows whose join key the "
+        "delta's rows bring, where the join allows it; 0: such views always go to Spark.",
+    )
+    embedded_join_max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="The most one table the embedded engine reads for a join may take in "
+        "Arrow (estimated from its row count and column types before it is read whole, "
+        "checked once read, whole or restricted); past it the refresh goes to Spark.",
     )
     duckdb_threads: int = Field(
         default=1,

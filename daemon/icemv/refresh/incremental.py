@@ -171,7 +171,7 @@ def _embedded_patch(
     executor = route.executor()
     try:
         delta, read = route.read(executor, cache)
-        held = route.hold(executor, cache)
+        held = route.hold(executor, cache, delta)
         phases.end("changes")
         inputs = _inputs(plan, delta, target, held)
         return _patch(plan, executor, inputs, target), read, ""

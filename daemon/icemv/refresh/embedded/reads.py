@@ -23,15 +23,18 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.types import DecimalType, IntegerType
 
 from icemv.errors import EngineRefusedError
 from icemv.refresh.changes.classify import SourceChange
+from icemv.refresh.changes.pushdown import IN_LIMIT, values_filter
 
 # Appended rows: (table uuid, snapshot id, schema id); a table read whole for a join:
 # ("table", uuid, snapshot id, schema id, its columns read); the rows a view's WHERE
@@ -58,6 +61,8 @@ class AppendedRowsCache:
         self._bytes = 0
         self.files_read = 0  # data files read since the process started (for tests, metrics)
         self.tables_read = 0  # unchanged tables read whole for joins, likewise
+        self.tables_restricted = 0  # tables read restricted to a delta's keys, likewise
+        self.rows_restricted = 0  # the rows those reads kept
 
     def piece(self, key: PieceKey, load: Callable[[], pa.Table], share: float = 1.0) -> pa.Table:
         """The cached piece for `key`, else `load()`ed once (concurrent callers wait) and
@@ -98,6 +103,11 @@ class AppendedRowsCache:
     def count_table(self) -> None:
         with self._lock:
             self.tables_read += 1
+
+    def count_restricted(self, rows: int) -> None:
+        with self._lock:
+            self.tables_restricted += 1
+            self.rows_restricted += rows
 
     def _keep(self, key: PieceKey, rows: pa.Table) -> None:
         size = rows.nbytes
@@ -222,3 +232,88 @@ def table_rows(
         return rows if rows.schema == target else rows.cast(target)
 
     return cache.piece(key, load)
+
+
+# An Iceberg INT column holds no value outside these: a BIGINT partner's other values
+# match no row (and pyiceberg binds no literal for them).
+_INT_RANGE = (-(2**31), 2**31 - 1)
+
+
+def matching_rows(
+    table: Table,
+    snapshot_id: int | None,
+    schema: Schema,
+    columns: Sequence[str],
+    column: str,
+    values: Sequence[object],
+    with_null: bool = False,
+) -> pa.Table:
+    """The rows of `table` at `snapshot_id` whose `column` (a field of `schema`: integral,
+    string or date) is one of `values` (or NULL, `with_null`), `columns` only. pyiceberg
+    prunes data files by the values (a list up to Iceberg's `IN_LIMIT`, else ranges
+    around them: refresh/changes/pushdown.py) and filters each batch of rows as it is
+    read: no file is held whole. Not cached: the rows depend on the values."""
+    target = pa.schema([schema.as_arrow().field(c) for c in columns])
+    field = schema.find_field(column)
+    kept = [v for v in values if v is not None]
+    if isinstance(field.field_type, IntegerType):
+        kept = [v for v in kept if isinstance(v, int) and _INT_RANGE[0] <= v <= _INT_RANGE[1]]
+    if snapshot_id is None or (not kept and not with_null):
+        return target.empty_table()
+    wanted: set[object] = {*kept, *([None] if with_null else [])}
+    # Exact up to IN_LIMIT values; past it, ranges that prune files, and the rows are
+    # filtered here, batch by batch (pyiceberg binds and translates a long IN list for
+    # each file: 2.4 s for 50,000 values over 5M rows).
+    row_filter = values_filter({column: wanted})
+    exact = len(kept) <= IN_LIMIT
+    read = tuple(dict.fromkeys([*columns, column]))
+    scan = table.scan(snapshot_id=snapshot_id, selected_fields=read, row_filter=row_filter)
+    try:
+        rows = _filtered(scan.to_arrow_batch_reader(), column, None if exact else kept, with_null)
+    except (NotImplementedError, ValueError):  # equality deletes: applied by icemv
+        from icemv.refresh.embedded.changes import snapshot_rows  # it reads here too
+
+        whole = snapshot_rows(table, snapshot_id, schema, read)
+        rows = _filtered(whole.to_reader(), column, kept, with_null)
+    rows = rows.select(list(columns))
+    return rows if rows.schema == target else rows.cast(target)
+
+
+def _filtered(
+    batches: pa.RecordBatchReader, column: str, kept: list[object] | None, with_null: bool
+) -> pa.Table:
+    """The batches' rows whose `column` is one of `kept` (or NULL, `with_null`); all of
+    them when `kept` is None (the reader filtered them)."""
+    parts: list[pa.RecordBatch] = []
+    value_set: pa.Array | None = None
+    for batch in batches:
+        if kept is not None:
+            values = batch.column(column)
+            if value_set is None:
+                value_set = pa.array(kept, values.type)
+            keep = pc.is_in(values, value_set=value_set)  # NULL matches nothing here
+            batch = batch.filter(pc.or_(keep, pc.is_null(values)) if with_null else keep)
+        parts.append(batch)
+    return pa.Table.from_batches(parts, schema=batches.schema)
+
+
+# Bytes per value of a column in Arrow, by Iceberg type; variable-length values count
+# their offset and a guess of their length (the real size is checked once read).
+_WIDTHS = {
+    "boolean": 1, "int": 4, "date": 4, "float": 4, "long": 8, "double": 8, "time": 8,
+    "timestamp": 8, "timestamptz": 8, "timestamp_ns": 8, "timestamptz_ns": 8, "uuid": 16,
+}  # fmt: skip
+_VARIABLE_WIDTH = 4 + 16
+
+
+def arrow_width(schema: Schema, columns: Sequence[str]) -> int:
+    """An estimate of the Arrow bytes per row of `columns` of `schema` (a decimal 16, a
+    string or nested value `_VARIABLE_WIDTH`)."""
+    width = 0
+    for name in columns:
+        field_type = schema.find_field(name).field_type
+        if isinstance(field_type, DecimalType):
+            width += 16
+        else:
+            width += _WIDTHS.get(str(field_type), _VARIABLE_WIDTH)
+    return width

@@ -32,6 +32,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from sqlglot import exp
 
+from icemv.config import RefreshConfig
 from icemv.errors import EngineRefusedError, SparkUnavailableError
 from icemv.format.summary import TOTAL_RECORDS, summary_of
 from icemv.identifiers import Identifier
@@ -44,14 +45,20 @@ from icemv.refresh.embedded.executor import DuckDBExecutor
 from icemv.refresh.embedded.reads import (
     AppendedRowsCache,
     appended_rows,
+    arrow_width,
+    matching_rows,
     read_schema,
     table_rows,
 )
+from icemv.refresh.embedded.restrict import Restriction, keyed_restrictions, term_restrictions
+from icemv.refresh.patch.touched_keys import field_named, iceberg_family
 from icemv.refresh.plan import IncrementalPlan
 from icemv.sql.analysis import AggregateAnalysis
 from icemv.sql.columns import source_of
+from icemv.sql.delta import DeltaInputs, touched_keys_query
+from icemv.sql.keys import KEY_META
 from icemv.sql.memo import Memo
-from icemv.sql.names import WEIGHT, argument_column, key_column
+from icemv.sql.names import KEY, WEIGHT, argument_column, key_column
 from icemv.sql.net import Identity, netted
 from icemv.sql.portable import to_duckdb
 from icemv.sql.spark_types import SparkType, of_arrow
@@ -59,16 +66,25 @@ from icemv.sql.spark_types import SparkType, of_arrow
 
 @dataclass(frozen=True)
 class Held:
-    """An unchanged source the embedded engine reads whole at its pinned snapshot."""
+    """A source the embedded engine reads at a snapshot: whole (shared in the cache), or
+    only the rows the delta can meet (`restriction`, refresh/embedded/restrict.py)."""
 
     identifier: Identifier
     table: Table
     snapshot_id: int | None
     schema: Schema  # the snapshot's
     columns: tuple[str, ...]  # those the view names
+    restriction: Restriction | None = None
 
     def read(self, cache: AppendedRowsCache) -> pa.Table:
         return table_rows(self.table, self.snapshot_id, self.schema, self.columns, cache)
+
+    def matching(self, values: list[object], with_null: bool) -> pa.Table:
+        assert self.restriction is not None
+        column = self.restriction.column
+        return matching_rows(
+            self.table, self.snapshot_id, self.schema, self.columns, column, values, with_null
+        )
 
 
 @dataclass(frozen=True)
@@ -137,8 +153,10 @@ class EmbeddedRoute:
     """A refresh whose delta DuckDB computes: what to read, and the limits."""
 
     reads: tuple[SourceRead, ...]  # one per moved source
-    held: tuple[Held, ...]
+    held: tuple[Held, ...]  # those read whole first, then the restricted in order
     max_rows: int  # change rows (all sources together) the patch may come from
+    held_max_bytes: int  # what one held table may take in Arrow
+    query: exp.Query  # the view's, its occurrences tagged (K of a keyed delta)
     threads: int
     memory_limit: str
     time_zone: str
@@ -165,15 +183,73 @@ class EmbeddedRoute:
                 )
         return relations, read
 
-    def hold(self, executor: DuckDBExecutor, cache: AppendedRowsCache) -> dict[
-        tuple[Identifier, int | None], str
+    def hold(
+        self, executor: DuckDBExecutor, cache: AppendedRowsCache, delta: dict[Identifier, str]
+    ) -> dict[tuple[Identifier, int | None], str]:
+        """Each table read at a snapshot, whole or restricted to the values of the delta
+        relations `delta` (or of tables read before it), as a relation (or
+        EngineRefusedError: more than `held_max_bytes`; equality deletes on a DOUBLE
+        column)."""
+        relations: dict[tuple[Identifier, int | None], str] = {}
+        keys: tuple[list[object], bool] | None = None
+        for held in self.held:
+            restriction = held.restriction
+            if restriction is None:
+                rows = held.read(cache)
+            elif restriction.keyed:
+                keys = keys or self._keys(executor, delta)
+                rows = held.matching(*keys)
+                cache.count_restricted(rows.num_rows)
+            else:
+                values: dict[object, None] = {}
+                for partner in restriction.partners:
+                    relation = delta.get(partner.source) or next(
+                        name for (i, _), name in relations.items() if i == partner.source
+                    )
+                    values.update(dict.fromkeys(_distinct(executor, relation, partner.column)))
+                values.pop(None, None)
+                rows = held.matching(list(values), False)
+                cache.count_restricted(rows.num_rows)
+            if rows.nbytes > self.held_max_bytes:
+                raise EngineRefusedError(
+                    f"{held.identifier}: {_mib(rows.nbytes)} read > {_mib(self.held_max_bytes)} "
+                    "(refresh.embedded_join_max_bytes)"
+                )
+            relations[held.identifier, held.snapshot_id] = executor.add_rows("held", rows)
+        return relations
+
+    def _keys(self, executor: DuckDBExecutor, delta: dict[Identifier, str]) -> tuple[
+        list[object], bool
     ]:  # fmt: skip
-        """Each unchanged table, read whole at its pinned snapshot, as a relation (or
-        EngineRefusedError: e.g. equality deletes on a DOUBLE column)."""
-        return {
-            (held.identifier, held.snapshot_id): executor.add_rows("held", held.read(cache))
-            for held in self.held
-        }
+        """K's values (a keyed delta's touched keys, sql/delta.py) and whether it holds
+        NULL."""
+        inputs = DeltaInputs(catalog="", delta_views=delta, old={}, new={})
+        touched = touched_keys_query(self.query, inputs)
+        if touched is None:
+            return [], False
+        subquery = exp.Subquery(this=touched, alias=exp.TableAlias(this=exp.to_identifier("k")))
+        query = exp.select(exp.column(KEY, quoted=True)).distinct().from_(subquery)
+        found = executor.collect(query, 2**62)
+        assert found is not None
+        values = found.column(0).to_pylist()
+        return [v for v in values if v is not None], None in values
+
+
+def _distinct(executor: DuckDBExecutor, relation: str, column: str) -> list[object]:
+    """The distinct values of `column` in a relation of `executor`."""
+    query = (
+        exp.select(exp.column(column, quoted=True))
+        .distinct()
+        .from_(exp.Table(this=exp.to_identifier(relation, quoted=True)))
+    )
+    found = executor.collect(query, 2**62)
+    assert found is not None
+    values: list[object] = found.column(0).to_pylist()
+    return values
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute | str:
@@ -211,7 +287,7 @@ def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute |
         reads.append(SourceRead(identifier, change, source, columns, where, alias))
     try:
         whole = plan.keyed or recomputes or len(plan.moved) > 1 or _self_joined(plan)
-        held, relations = _held(plan, whole, settings.embedded_join_max_rows)
+        held, relations = _held(plan, whole, settings)
         _gate(plan, relations)
     except EngineRefusedError as why:
         return str(why)
@@ -219,6 +295,8 @@ def choose_route(plan: IncrementalPlan, lakehouse: Lakehouse) -> EmbeddedRoute |
         reads=tuple(reads),
         held=tuple(held),
         max_rows=max_rows,
+        held_max_bytes=settings.embedded_join_max_bytes,
+        query=plan.analysis.query,
         threads=settings.duckdb_threads,
         memory_limit=settings.duckdb_memory_limit,
         time_zone=semantics.time_zone,
@@ -235,51 +313,87 @@ def _self_joined(plan: IncrementalPlan) -> bool:
 
 
 def _held(
-    plan: IncrementalPlan, whole: bool, max_rows: int
+    plan: IncrementalPlan, whole: bool, settings: RefreshConfig
 ) -> tuple[list[Held], dict[str, dict[str, SparkType]]]:
-    """The tables to read whole: every unchanged one at its pin, and the moved ones at
-    both ends when `whole` (the trees read them: keyed, recomputed groups, a self-join,
-    each other's terms when several moved); and every table occurrence's schema by a
-    placeholder name (its alias) for the gate."""
+    """The tables to read at a snapshot: every unchanged one at its pin, and the moved
+    ones at both ends when `whole` (the trees read them: keyed, recomputed groups, a
+    self-join, each other's terms when several moved), each whole or restricted to the
+    delta's keys (`_sized`); and every table occurrence's schema by a placeholder name
+    (its alias) for the gate."""
     query = plan.analysis.query
     pins: dict[Identifier, tuple[int | None, ...]] = {}
+    schemas: dict[Identifier, Schema] = {}
     for table in query.find_all(exp.Table):
         identifier = source_of(table)
         change = plan.changes.get(identifier)
         if change is None:
             raise EngineRefusedError(f"{identifier}: not a source table")
+        if identifier not in schemas:
+            schemas[identifier] = read_schema(plan.base.reads.load_table(identifier), change)
         if identifier not in plan.moved:
             pins[identifier] = (change.new_snapshot_id,)
         elif whole:
             pins[identifier] = (change.old_snapshot_id, change.new_snapshot_id)
+    restrictions = _restrictions(plan, whole, pins, schemas)
     held: list[Held] = []
-    schemas: dict[Identifier, Schema] = {}
     for identifier, snapshots in pins.items():
         loaded = plan.base.reads.load_table(identifier)
-        schema = read_schema(loaded, plan.changes[identifier])
-        schemas[identifier] = schema
+        schema = schemas[identifier]
         names = _columns_named(query, identifier, schema, star=identifier in plan.moved)
         for snapshot_id in dict.fromkeys(snapshots):
-            held.append(_whole(loaded, identifier, snapshot_id, schema, names, max_rows))
-    relations: dict[str, dict[str, SparkType]] = {}
-    for table in query.find_all(exp.Table):
-        identifier = source_of(table)
-        if identifier not in schemas:  # a moved table, read by its changes only
-            loaded = plan.base.reads.load_table(identifier)
-            schemas[identifier] = read_schema(loaded, plan.changes[identifier])
-        relations[table.alias_or_name] = _types(schemas[identifier].as_arrow())
+            restriction = restrictions.get(identifier)
+            held.append(_sized(loaded, identifier, snapshot_id, schema, names, restriction,
+                               identifier in plan.moved, settings))  # fmt: skip
+    order = list(restrictions)  # whole reads first: a restricted read's partners first
+    held.sort(key=lambda h: -1 if h.restriction is None else order.index(h.identifier))
+    relations = {
+        table.alias_or_name: _types(schemas[source_of(table)].as_arrow())
+        for table in query.find_all(exp.Table)
+    }
     return held, relations
 
 
-def _whole(
+def _restrictions(
+    plan: IncrementalPlan,
+    whole: bool,
+    pins: dict[Identifier, tuple[int | None, ...]],
+    schemas: dict[Identifier, Schema],
+) -> dict[Identifier, Restriction]:
+    """The held tables the delta allows to read restricted (refresh/embedded/restrict.py)."""
+    query = plan.analysis.query
+    if plan.may_recompute_groups:  # recomputing groups reads the sources unrestricted
+        return {}
+    if plan.keyed:
+        families = {
+            iceberg_family(field.field_type) if field is not None else None
+            for table in query.find_all(exp.Table)
+            if source_of(table) in plan.moved and KEY_META in table.meta
+            for field in [field_named(schemas[source_of(table)], str(table.meta[KEY_META]))]
+        }
+        family = families.pop() if len(families) == 1 else None
+        return keyed_restrictions(query, plan.moved, pins, schemas, family)
+    if whole or len(plan.moved) != 1:
+        return {}
+    (moved,) = plan.moved
+    if sum(source_of(t) == moved for t in query.find_all(exp.Table)) != 1:
+        return {}
+    return term_restrictions(query, moved, pins, schemas)
+
+
+def _sized(
     table: Table,
     identifier: Identifier,
     snapshot_id: int | None,
     schema: Schema,
     columns: tuple[str, ...],
-    max_rows: int,
+    restriction: Restriction | None,
+    moved: bool,
+    settings: RefreshConfig,
 ) -> Held:
-    """`identifier` read whole at `snapshot_id` (None: empty), under `schema`."""
+    """`identifier` read at `snapshot_id` (None: empty), under `schema`: restricted when
+    it may be and it changes with each refresh (`moved`) or would not stay in the cache
+    whole, else whole; or EngineRefusedError past the limits."""
+    max_rows = settings.embedded_join_max_rows
     if max_rows <= 0:
         raise EngineRefusedError("joins off (refresh.embedded_join_max_rows is 0)")
     snapshot = None
@@ -294,6 +408,15 @@ def _whole(
         shown = "unknown" if records < 0 else str(records)
         raise EngineRefusedError(
             f"{identifier}: {shown} rows > {max_rows} (refresh.embedded_join_max_rows)"
+        )
+    estimate = records * arrow_width(schema, columns)
+    if restriction is not None and (moved or estimate > settings.embedded_cache_bytes):
+        return Held(identifier, table, snapshot_id, schema, columns, restriction)
+    if estimate > settings.embedded_join_max_bytes:
+        raise EngineRefusedError(
+            f"{identifier}: ~{_mib(estimate)} to read whole > "
+            f"{_mib(settings.embedded_join_max_bytes)} (refresh.embedded_join_max_bytes), "
+            "and no join key of the delta restricts it"
         )
     return Held(identifier, table, snapshot_id, schema, columns)
 

@@ -27,6 +27,7 @@ from pyiceberg.types import (
     IcebergType,
     IntegerType,
     LongType,
+    NestedField,
     StringType,
 )
 from sqlglot import exp
@@ -82,7 +83,7 @@ def touched_keys(
     bounded = frozenset(
         (source, column)
         for source, column in _occurrences(query)
-        if _iceberg_family(_column_type(source_schema(source), column)) == family
+        if iceberg_family(_column_type(source_schema(source), column)) == family
     )
     return TouchedKeys(name, bounds, bounded, broadcast=collected is not None)
 
@@ -137,7 +138,7 @@ def _occurrences(query: exp.Query) -> set[tuple[Identifier, str]]:
     }
 
 
-def _iceberg_family(field_type: IcebergType | None) -> str | None:
+def iceberg_family(field_type: IcebergType | None) -> str | None:
     """`_family` of a source column's Iceberg type (as Spark reads it)."""
     if isinstance(field_type, IntegerType | LongType):
         return "integral"
@@ -150,13 +151,16 @@ def _iceberg_family(field_type: IcebergType | None) -> str | None:
     return None
 
 
-def _column_type(schema: Schema | None, column: str) -> IcebergType | None:
-    """The type of `column` in a source schema, matched as Spark resolves names (exactly,
-    else case-insensitively when that is unambiguous); None: not found."""
-    if schema is None:
-        return None
+def field_named(schema: Schema, column: str) -> NestedField | None:
+    """The top-level field `column` names in a source schema, matched as Spark resolves
+    names (exactly, else case-insensitively when that is unambiguous); None: not found."""
     fields = schema.fields
     exact = [f for f in fields if f.name == column]
     folded = [f for f in fields if f.name.lower() == column.lower()]
     found = exact or folded
-    return found[0].field_type if len(found) == 1 or exact else None
+    return found[0] if len(found) == 1 or exact else None
+
+
+def _column_type(schema: Schema | None, column: str) -> IcebergType | None:
+    field = field_named(schema, column) if schema is not None else None
+    return field.field_type if field is not None else None
