@@ -14,8 +14,9 @@ from collections.abc import Callable
 import pytest
 
 from icemv.identifiers import Identifier
-from icemv.lakehouse import Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.refresh.embedded.reads import shared_cache
+from icemv.refresh.embedded.restrict import explain_joined_reads
 from tests.support.embedded import refresh_by, refreshed_mv
 from tests.support.oracle import storage_and_oracle
 
@@ -144,6 +145,13 @@ def test_star_joins_refresh_on_duckdb_as_on_spark(
         embedded = _configured(lakehouse, embedded_cache_bytes=1)
     spark = _configured(lakehouse, embedded_max_rows=0)
     mvs = {name: refreshed_mv(lakehouse, namespace, name, sql) for name, sql in VIEWS.items()}
+    # `icemv mv explain` says how each change alone reads the other tables.
+    joined = explain_joined_reads(CatalogReads(lakehouse), VIEWS["chain"], (namespace,))
+    n = namespace
+    assert (
+        f"a change to {n}.regions alone: {n}.stores where region is among "
+        f"{n}.regions.region; {n}.sales where store_id is among {n}.stores.store_id"
+    ) in joined, joined
     twins = {
         name: refreshed_mv(lakehouse, namespace, f"{name}_spark", VIEWS[name])
         for name in ("inner_star", "left_star")

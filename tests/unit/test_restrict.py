@@ -10,7 +10,12 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
 
 from icemv.identifiers import Identifier
-from icemv.refresh.embedded.restrict import Partner, Restriction, term_restrictions
+from icemv.refresh.embedded.restrict import (
+    Partner,
+    Restriction,
+    joined_reads,
+    term_restrictions,
+)
 
 
 def _id(name: str) -> Identifier:
@@ -93,3 +98,21 @@ def test_two_dimensions_restrict_each_by_the_fact_and_a_cycle_by_the_changed_tab
     found = _restrictions(sql, moved="p")
     assert found["f"] == Restriction("p", (Partner(_id("p"), "p"),))
     assert found["d"] == Restriction("k", (Partner(_id("f"), "k"),))
+
+
+def test_explain_names_each_restricted_read_by_the_changed_table() -> None:
+    query = sqlglot.parse_one(
+        "SELECT r.manager FROM db.f a JOIN db.d b ON a.k = b.k JOIN db.r r ON r.region = b.region",
+        read="spark",
+    )
+    assert isinstance(query, sqlglot.exp.Query)
+    schemas = {i: SCHEMAS[i] for i in (_id("f"), _id("d"), _id("r"))}
+    lines = joined_reads(query, lambda moved: False, schemas)
+    assert lines == [
+        "a change to db.f alone: db.d where k is among db.f.k; "
+        "db.r where region is among db.d.region",
+        "a change to db.d alone: db.f where k is among db.d.k; "
+        "db.r where region is among db.d.region",
+        "a change to db.r alone: db.d where region is among db.r.region; "
+        "db.f where k is among db.d.k",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -12,6 +13,9 @@ from icemv.cli.output import announced, mv_list_document, print_document
 from icemv.config import Config, masked_dump
 from icemv.errors import ConfigError
 from icemv.lakehouse import Lakehouse
+
+if TYPE_CHECKING:
+    from icemv.mv.model import MaterializedView
 
 
 def _properties(pairs: Sequence[str]) -> dict[str, str]:
@@ -42,18 +46,35 @@ def cmd_mv_create(config: Config, args: argparse.Namespace) -> int:
             args.partition_by,
         )
     print(f"created materialized view {mv.identifier} (storage table {mv.storage})")
-    from icemv.mv.explain import explain, render_explain
+    from icemv.mv.explain import render_explain
 
-    print(render_explain(explain(lakehouse, mv)))
+    print(render_explain(_explained(lakehouse, mv)))
     return 0
 
 
+def _explained(lakehouse: Lakehouse, mv: MaterializedView) -> dict[str, Any]:
+    """`icemv mv explain`'s report, with how the embedded engine reads joined tables."""
+    from icemv.lakehouse import CatalogReads
+    from icemv.mv.explain import explain
+    from icemv.refresh.embedded.restrict import explain_joined_reads
+
+    report = explain(lakehouse, mv)
+    if report["incremental"]:
+        namespace = mv.version.default_namespace or mv.identifier.namespace
+        joined = explain_joined_reads(CatalogReads(lakehouse), mv.sql, namespace)
+        if joined:
+            report["joined-reads"] = joined
+    return report
+
+
 def cmd_mv_explain(config: Config, args: argparse.Namespace) -> int:
-    from icemv.mv.explain import explain, render_explain
+    from icemv.mv.explain import render_explain
     from icemv.mv.model import load_materialized_view
 
     lakehouse = _existing_lakehouse(config)
-    report = explain(lakehouse, load_materialized_view(lakehouse, lakehouse.identifier(args.name)))
+    report = _explained(
+        lakehouse, load_materialized_view(lakehouse, lakehouse.identifier(args.name))
+    )
     if args.output == "json":
         print_document(report)
     else:

@@ -168,6 +168,12 @@ def render_explain(report: dict[str, Any]) -> str:
     if report.get("state-columns"):
         lines.append(f"  hidden state columns: {', '.join(report['state-columns'])}")
     lines.append(f"  change sets: {report['change-sets']}")
+    if report.get("joined-reads"):
+        lines.append(
+            "  joined tables on the embedded engine (restricted when one would not stay in "
+            "the cache whole):"
+        )
+        lines += [f"    {line}" for line in report["joined-reads"]]
     quarantine = report.get("quarantined")
     if quarantine:
         lines.append(

@@ -38,14 +38,16 @@ read whole or sent to Spark.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pyiceberg.schema import Schema
 from sqlglot import exp
 
 from icemv.identifiers import Identifier
+from icemv.lakehouse import CatalogReads
 from icemv.refresh.patch.touched_keys import field_named, iceberg_family
+from icemv.sql.analysis import MaintainableAnalysis, analyse
 from icemv.sql.columns import source_of
 from icemv.sql.keys import KEY_META, REACH_META
 from icemv.sql.parse import in_subquery_expression
@@ -241,3 +243,54 @@ def keyed_restrictions(
         if field is not None and iceberg_family(field.field_type) == key_family:
             chosen[identifier] = Restriction(field.name)
     return chosen
+
+
+def joined_reads(
+    query: exp.Query, nonlinear: Callable[[Identifier], bool], schemas: Mapping[Identifier, Schema]
+) -> list[str]:
+    """For `icemv mv explain`: for each source changing alone, how the embedded engine
+    may read the other tables (`nonlinear`: whether its change goes through a keyed
+    delta). A table is so restricted when it would not stay in the cache whole (a keyed
+    delta's changed table always), and not when groups are recomputed from the sources."""
+    lines: list[str] = []
+    for moved in schemas:
+        others = [i for i in schemas if i != moved]
+        if not others:
+            continue
+        if nonlinear(moved):
+            family = {
+                iceberg_family(field.field_type) if field is not None else None
+                for table in query.find_all(exp.Table)
+                if source_of(table) == moved and KEY_META in table.meta
+                for field in [field_named(schemas[moved], str(table.meta[KEY_META]))]
+            }
+            found = keyed_restrictions(
+                query, [moved], schemas, schemas, family.pop() if len(family) == 1 else None
+            )
+            shown = [f"{i.dotted} where {r.column} is a touched key" for i, r in found.items()]
+        else:
+            occurrences = sum(source_of(t) == moved for t in query.find_all(exp.Table))
+            found = term_restrictions(query, moved, others, schemas) if occurrences == 1 else {}
+            shown = [
+                f"{i.dotted} where {r.column} is among "
+                + " or ".join(f"{p.source.dotted}.{p.column}" for p in r.partners)
+                for i, r in found.items()
+            ]
+        rest = [i.dotted for i in others if i not in found]
+        if rest:
+            shown.append(f"{', '.join(rest)} whole")
+        lines.append(f"a change to {moved.dotted} alone: {'; '.join(shown)}")
+    return lines
+
+
+def explain_joined_reads(reads: CatalogReads, sql: str, namespace: tuple[str, ...]) -> list[str]:
+    """`joined_reads` of a view's SQL, its sources' current schemas; none for a view of
+    one table or one not maintained incrementally."""
+    analysis = analyse(reads, sql, namespace)
+    if not isinstance(analysis, MaintainableAnalysis) or len(analysis.sources) < 2:
+        return []
+    schemas = {source: reads.load_table(source).schema() for source in analysis.sources}
+    keyed = analysis.keyed
+    return joined_reads(
+        analysis.query, lambda moved: keyed is not None and keyed.needs_keys([moved]), schemas
+    )
