@@ -40,7 +40,9 @@ seconds (`*-seconds`); a missing value is `null`.
 `icemv mv explain NAME`: one object (`icemv.mv.explain.explain`):
     name, incremental (bool), policy, sources (names); when not incremental `reasons` (codes)
     and `details`; when it is, `shape`, `strategy`, `change-sets` and, as they apply,
-    `rules`, `keys`, `grouping-sets`, `state-columns`, `normalised`, `quarantined`;
+    `rules`, `keys`, `grouping-sets`, `state-columns`, `normalised`, `quarantined`,
+    `joined-reads` (a view of several tables: per table changing alone, how the embedded
+    engine reads the others, `icemv.refresh.embedded.restrict.joined_reads`);
     `strategy` is a string (rows) or, for an aggregate, {insert-only, with-deletes} (before
     this release: "insert-only deltas" and "deltas with deletes").
 
