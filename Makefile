@@ -6,7 +6,7 @@ STAMP := $(VENV)/.icemv-installed
 JDBC_JARS := /usr/share/java/postgresql.jar /usr/share/java/sqlite-jdbc.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql fuzz-functions matrix chaos bench bench-embedded bench-latency bench-soak bench-poll bench-fleet profile-refresh bench-replicas lint format typecheck clean image image-test
+.PHONY: install system-deps demo docs test test-fast fuzz fuzz-sql fuzz-functions matrix chaos bench bench-star bench-embedded bench-latency bench-soak bench-poll bench-fleet profile-refresh bench-replicas lint format typecheck clean image image-test
 
 install: $(STAMP)
 
@@ -105,6 +105,15 @@ BENCH_RUNS ?= 3
 BENCH_ARGS ?=
 bench: install system-deps
 	$(BIN)/python -m tests.benchmarks.bench_refresh --rows $(BENCH_ROWS) --runs $(BENCH_RUNS) --write-mode merge-on-read,copy-on-write $(BENCH_ARGS) --out bench-results/refresh.json --chart bench-results/refresh.svg
+
+# Star joins (a fact joined to a dimension a tenth its size, INNER and LEFT, aggregated by
+# the dimension's region and the day): fact append, fact delete and dimension update,
+# incremental against a full recompute, medians of STAR_RUNS, with phases, engine, rows
+# read and the driver's peak memory.
+STAR_SIZES ?= 10000000:1000000,50000000:5000000
+STAR_RUNS ?= 3
+bench-star: install system-deps
+	$(BIN)/python -m tests.benchmarks.bench_star --sizes $(STAR_SIZES) --runs $(STAR_RUNS) --out bench-results/star.json
 
 # A small append refreshed by the embedded engine (DuckDB) against Spark (medians, fleet cost).
 EMBEDDED_ROWS ?= 1000000
