@@ -261,15 +261,30 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--deltas", default=",".join(DELTAS), help="comma-separated")
     parser.add_argument("--out", default="bench-results/star.json")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SETTING=N",
+        help="a refresh setting other than its default, e.g. embedded_join_max_rows=100000000",
+    )
     args = parser.parse_args()
     deltas = args.deltas.split(",")
     unknown = [d for d in deltas if d not in DELTAS]
     sizes = [tuple(int(n) for n in size.split(":")) for size in args.sizes.split(",")]
+    if any("=" not in setting for setting in args.set):
+        parser.error("--set takes SETTING=N")
     if unknown or args.runs < 1 or any(len(s) != 2 or min(s) < 1 for s in sizes):
         parser.error(f"bad --deltas ({', '.join(unknown)}), --runs or --sizes")
+    settings = dict(setting.split("=", 1) for setting in args.set)
     found = machine()
     workdir = Path(tempfile.mkdtemp(prefix="icemv-star-"))
     lakehouse = _lakehouse({"uri": "embedded"}, workdir)
+    if settings:
+        config = lakehouse.config
+        refresh = config.refresh.model_validate({**config.refresh.model_dump(), **settings})
+        lakehouse = Lakehouse(config.model_copy(update={"refresh": refresh}))
+        print(f"refresh settings: {settings}")
     results: list[dict[str, Any]] = []
     for facts, stores in sizes:
         results += run_size(lakehouse, facts, stores, args.runs, deltas)
@@ -279,7 +294,8 @@ def main() -> None:
     print_table(results)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": found, "results": results}, indent=2))
+    document = {"machine": found, "settings": settings, "results": results}
+    out.write_text(json.dumps(document, indent=2))
     print(f"\nwrote {out}")
 
 
