@@ -315,7 +315,7 @@ class RefreshConfig(_Section):
         "(least recently used first out).",
     )
     embedded_join_max_rows: int = Field(
-        default=20_000_000,
+        default=100_000_000,
         ge=0,
         description="The embedded engine reads each other table the view reads (and the "
         "changed table where the delta reads it at both ends: keyed deltas, groups "

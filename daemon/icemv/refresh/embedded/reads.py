@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -234,6 +235,9 @@ def table_rows(
     return cache.piece(key, load)
 
 
+# Data files a restricted read decodes at once (pyarrow decodes without the GIL).
+MATCHING_READERS = 2
+
 # An Iceberg INT column holds no value outside these: a BIGINT partner's other values
 # match no row (and pyiceberg binds no literal for them).
 _INT_RANGE = (-(2**31), 2**31 - 1)
@@ -268,22 +272,36 @@ def matching_rows(
     exact = len(kept) <= IN_LIMIT
     read = tuple(dict.fromkeys([*columns, column]))
     scan = table.scan(snapshot_id=snapshot_id, selected_fields=read, row_filter=row_filter)
+    listed = None if exact else kept
     try:
-        rows = _filtered(scan.to_arrow_batch_reader(), column, None if exact else kept, with_null)
+        reader = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter)
+
+        def matching(task: FileScanTask) -> pa.Table:  # only its matching rows kept
+            return _filtered(reader.to_record_batches([task]), column, listed, with_null)
+
+        # A file at a time per reader: what is held at once is the files being read.
+        with ThreadPoolExecutor(max_workers=MATCHING_READERS) as pool:
+            parts = [p for p in pool.map(matching, scan.plan_files()) if p.num_columns]
+        rows = (
+            pa.concat_tables(parts, promote_options="permissive")
+            if parts
+            else schema.select(*read).as_arrow().empty_table()
+        )
     except (NotImplementedError, ValueError):  # equality deletes: applied by icemv
         from icemv.refresh.embedded.changes import snapshot_rows  # it reads here too
 
         whole = snapshot_rows(table, snapshot_id, schema, read)
-        rows = _filtered(whole.to_reader(), column, kept, with_null)
+        rows = _filtered(whole.to_batches(), column, kept, with_null)
+        rows = rows if rows.num_columns else whole.schema.empty_table()
     rows = rows.select(list(columns))
     return rows if rows.schema == target else rows.cast(target)
 
 
 def _filtered(
-    batches: pa.RecordBatchReader, column: str, kept: list[object] | None, with_null: bool
+    batches: Iterable[pa.RecordBatch], column: str, kept: list[object] | None, with_null: bool
 ) -> pa.Table:
     """The batches' rows whose `column` is one of `kept` (or NULL, `with_null`); all of
-    them when `kept` is None (the reader filtered them)."""
+    them when `kept` is None (the reader filtered them). No batch: a table of no column."""
     parts: list[pa.RecordBatch] = []
     value_set: pa.Array | None = None
     for batch in batches:
@@ -294,7 +312,7 @@ def _filtered(
             keep = pc.is_in(values, value_set=value_set)  # NULL matches nothing here
             batch = batch.filter(pc.or_(keep, pc.is_null(values)) if with_null else keep)
         parts.append(batch)
-    return pa.Table.from_batches(parts, schema=batches.schema)
+    return pa.Table.from_batches(parts) if parts else pa.table({})
 
 
 # Bytes per value of a column in Arrow, by Iceberg type; variable-length values count
