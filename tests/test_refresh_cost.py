@@ -34,7 +34,7 @@ VIEWS = {
     ),  # a DECIMAL sum merges deletes (a DOUBLE one recomputes its groups)
     "dear": "SELECT id, vendor, fare FROM trips WHERE fare > 90",
     # MIN under deletes recomputes its groups: on Spark from the whole table (200k rows
-    # are past refresh.embedded_join_max_rows for the embedded engine).
+    # are past refresh.embedded_join_max_rows for the embedded engine, set to 100k here).
     "recomputed": "SELECT vendor, min(fare) AS lo FROM trips GROUP BY vendor",
 }
 
@@ -42,6 +42,9 @@ VIEWS = {
 def test_auto_weighs_the_change_read_against_a_full_recompute(
     lakehouse: Lakehouse, namespace: str
 ) -> None:
+    config = lakehouse.config
+    refresh = config.refresh.model_copy(update={"embedded_join_max_rows": 100_000})
+    lakehouse = Lakehouse(config.model_copy(update={"refresh": refresh}))
     table = create_trips(lakehouse, namespace)
     for start in range(0, FILES * FILE_ROWS, FILE_ROWS):
         ids = range(start, start + FILE_ROWS)
