@@ -174,6 +174,12 @@ def test_star_joins_refresh_on_duckdb_as_on_spark(lakehouse: Lakehouse, namespac
     # Each kind of change restricted some read; a change of both tables in one range
     # reads each other's terms whole, except a keyed delta's.
     assert all(restricted[step] > 0 for step, _ in STEPS), str(restricted)
+    # A table past refresh.embedded_join_max_bytes, that fits the cache (so is not read
+    # restricted): Spark computes the delta, and says why.
+    lakehouse.spark.sql(STEPS[0][1][0].format(**names).replace("(100,", "(107,", 1))
+    tight = _configured(lakehouse, embedded_join_max_bytes=1)
+    result = refresh_by(tight, mvs["inner_star"], "spark")
+    assert "refresh.embedded_join_max_bytes" in (result.engine_reason or ""), result
     actual, _ = storage_and_oracle(lakehouse, mvs["left_rows"])
     # 103's store 99 appeared with the key change (its region r0), 102's NULL store padded.
     assert (103, None, "r0") in actual and (102, "apple", None) in actual

@@ -34,11 +34,9 @@ from icemv.refresh.embedded.reads import (
     table_rows,
 )
 from icemv.refresh.embedded.restrict import Restriction, keyed_restrictions, term_restrictions
-from icemv.refresh.patch.touched_keys import field_named, iceberg_family
 from icemv.refresh.plan import IncrementalPlan
 from icemv.sql.columns import source_of
 from icemv.sql.delta import DeltaInputs, touched_keys_query
-from icemv.sql.keys import KEY_META
 from icemv.sql.names import KEY
 from icemv.sql.spark_types import SparkType, of_arrow
 
@@ -118,19 +116,10 @@ def _restrictions(
     if plan.may_recompute_groups:  # recomputing groups reads the sources unrestricted
         return {}
     if plan.keyed:
-        families = {
-            iceberg_family(field.field_type) if field is not None else None
-            for table in query.find_all(exp.Table)
-            if source_of(table) in plan.moved and KEY_META in table.meta
-            for field in [field_named(schemas[source_of(table)], str(table.meta[KEY_META]))]
-        }
-        family = families.pop() if len(families) == 1 else None
-        return keyed_restrictions(query, plan.moved, pins, schemas, family)
+        return keyed_restrictions(query, plan.moved, pins, schemas)
     if whole or len(plan.moved) != 1:
         return {}
     (moved,) = plan.moved
-    if sum(source_of(t) == moved for t in query.find_all(exp.Table)) != 1:
-        return {}
     return term_restrictions(query, moved, pins, schemas)
 
 

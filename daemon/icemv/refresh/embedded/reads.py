@@ -267,7 +267,8 @@ def matching_rows(
     wanted: set[object] = {*kept, *([None] if with_null else [])}
     # Exact up to IN_LIMIT values; past it, ranges that prune files, and the rows are
     # filtered here, batch by batch (pyiceberg binds and translates a long IN list for
-    # each file: 2.4 s for 50,000 values over 5M rows).
+    # each file: 50,000 values over 5M rows in 3.19 s, against 0.45 s so, medians of 3
+    # in one run).
     row_filter = values_filter({column: wanted})
     exact = len(kept) <= IN_LIMIT
     read = tuple(dict.fromkeys([*columns, column]))

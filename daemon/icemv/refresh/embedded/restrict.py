@@ -83,7 +83,9 @@ def term_restrictions(
 ) -> dict[Identifier, Restriction]:
     """The unchanged tables a single-term delta may read restricted, nearest the changed
     source first: each table's partners are the changed source, tables read whole, or
-    tables before it (see the module)."""
+    tables before it (see the module); none unless `moved` occurs once."""
+    if sum(source_of(t) == moved for t in query.find_all(exp.Table)) != 1:
+        return {}  # each occurrence its own term: another's rows are not the change rows
     candidates: dict[Identifier, list[list[tuple[str, Partner]]]] = {}
     for identifier in unchanged:
         links = _links(query, identifier, schemas)
@@ -218,15 +220,17 @@ def keyed_restrictions(
     moved: Iterable[Identifier],
     sources: Iterable[Identifier],
     schemas: Mapping[Identifier, Schema],
-    key_family: str | None,
 ) -> dict[Identifier, Restriction]:
-    """The sources a keyed delta may read restricted to K (see the module), K's values of
-    type family `key_family` (None: none compares exactly, nothing restricted)."""
+    """The sources a keyed delta may read restricted to K (see the module); none unless
+    the changed occurrences' key columns are of one type family that compares exactly."""
     moved = set(moved)
     tables = list(query.find_all(exp.Table))
-    if key_family is None or any(
-        source_of(t) in moved and (KEY_META not in t.meta or REACH_META in t.meta) for t in tables
-    ):
+    changed = [t for t in tables if source_of(t) in moved]
+    if any(KEY_META not in t.meta or REACH_META in t.meta for t in changed):
+        return {}  # K reaches some keys through other tables
+    families = {_family(schemas[source_of(t)], str(t.meta[KEY_META])) for t in changed}
+    key_family = families.pop() if len(families) == 1 else None
+    if key_family is None:
         return {}
     chosen: dict[Identifier, Restriction] = {}
     for identifier in sources:
@@ -238,11 +242,15 @@ def keyed_restrictions(
             or len(keys) != 1
         ):
             continue
-        schema = schemas.get(identifier)
-        field = field_named(schema, keys.pop()) if schema is not None else None
+        field = field_named(schemas[identifier], keys.pop())
         if field is not None and iceberg_family(field.field_type) == key_family:
             chosen[identifier] = Restriction(field.name)
     return chosen
+
+
+def _family(schema: Schema, column: str) -> str | None:
+    field = field_named(schema, column)
+    return iceberg_family(field.field_type) if field is not None else None
 
 
 def joined_reads(
@@ -258,19 +266,10 @@ def joined_reads(
         if not others:
             continue
         if nonlinear(moved):
-            family = {
-                iceberg_family(field.field_type) if field is not None else None
-                for table in query.find_all(exp.Table)
-                if source_of(table) == moved and KEY_META in table.meta
-                for field in [field_named(schemas[moved], str(table.meta[KEY_META]))]
-            }
-            found = keyed_restrictions(
-                query, [moved], schemas, schemas, family.pop() if len(family) == 1 else None
-            )
+            found = keyed_restrictions(query, [moved], schemas, schemas)
             shown = [f"{i.dotted} where {r.column} is a touched key" for i, r in found.items()]
         else:
-            occurrences = sum(source_of(t) == moved for t in query.find_all(exp.Table))
-            found = term_restrictions(query, moved, others, schemas) if occurrences == 1 else {}
+            found = term_restrictions(query, moved, others, schemas)
             shown = [
                 f"{i.dotted} where {r.column} is among "
                 + " or ".join(f"{p.source.dotted}.{p.column}" for p in r.partners)
