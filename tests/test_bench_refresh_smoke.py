@@ -47,3 +47,22 @@ def test_bench_refresh_equality_delete_delta(lakehouse: Lakehouse) -> None:
     assert (row["delta"], row["delta_rows"]) == ("equality delete 0.1%", 20)
     assert row["incremental_mode"] == "incremental", row
     assert row["mv_rows_written_incremental"] is not None
+
+
+def test_bench_star_reports_each_join_and_change(lakehouse: Lakehouse) -> None:
+    """`make bench-star` at a tiny size: each join and change, incremental on DuckDB
+    (the fact read restricted to the changed store keys), with memory and phases."""
+    from tests.benchmarks.bench_star import run_size
+
+    rows = run_size(lakehouse, 20_000, 2_000, 1, ["fact append", "dimension update"])
+    assert [(r["shape"], r["delta"]) for r in rows] == [
+        ("inner", "fact append"),
+        ("left", "fact append"),
+        ("inner", "dimension update"),
+        ("left", "dimension update"),
+    ]
+    for row in rows:
+        assert row["incremental_engines"] == ["duckdb"], row
+        assert row["full_seconds"] > 0 and row["driver_peak_mib"] > 0
+        assert {"plan", "changes", "patch", "commit"} <= set(row["incremental_phases"])
+    assert rows[3]["rows_restricted"] > 0  # the LEFT JOIN's keyed delta: K-restricted reads
