@@ -12,7 +12,8 @@ import uuid
 
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import load_file_io
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -25,10 +26,22 @@ __all__ = ["LoadedView", "ViewStore"]
 
 VIEW_TYPE = "VIEW"
 
+# A view's metadata location (built once: building and caching the statement per call
+# cost more than the round trip).
+_LOCATION = select(IcebergTables.metadata_location).where(
+    IcebergTables.catalog_name == bindparam("catalog"),
+    IcebergTables.table_namespace == bindparam("namespace"),
+    IcebergTables.table_name == bindparam("name"),
+    IcebergTables.iceberg_type == VIEW_TYPE,
+)
+
 
 class ViewStore:
-    def __init__(self, catalog: SqlCatalog) -> None:
+    def __init__(self, catalog: SqlCatalog, statements: Engine | None = None) -> None:
+        """`statements`: the catalog database in autocommit, for reads of one row
+        (the catalog's own engine when not given)."""
         self._catalog = catalog
+        self._statements = statements or catalog.engine
         self._io = load_file_io(catalog.properties)
 
     def load(self, identifier: Identifier) -> LoadedView:
@@ -113,14 +126,10 @@ class ViewStore:
             raise NoSuchViewError(f"view {identifier} does not exist")
 
     def _location(self, identifier: Identifier) -> str | None:
-        query = select(IcebergTables.metadata_location).where(
-            IcebergTables.catalog_name == self._catalog.name,
-            IcebergTables.table_namespace == identifier.namespace_str,
-            IcebergTables.table_name == identifier.name,
-            IcebergTables.iceberg_type == VIEW_TYPE,
-        )
-        with Session(self._catalog.engine) as session:
-            return session.execute(query).scalar_one_or_none()
+        names = {"catalog": self._catalog.name, "namespace": identifier.namespace_str,
+                 "name": identifier.name}  # fmt: skip
+        with self._statements.connect() as connection:
+            return connection.execute(_LOCATION, names).scalar_one_or_none()
 
     def _write(self, metadata: ViewMetadata, version: int) -> str:
         path = f"{metadata.location}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
