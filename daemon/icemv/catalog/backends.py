@@ -18,6 +18,7 @@ from icemv.catalog.listing import CatalogListing
 from icemv.catalog.local_io import run_small_io_inline
 from icemv.catalog.manifest_reads import keep_manifest_reads
 from icemv.catalog.manifest_writes import keep_manifest_writes
+from icemv.catalog.pyiceberg_config import read_pyiceberg_config_once
 from icemv.catalog.views import ViewCatalog
 from icemv.config import Config
 from icemv.identifiers import Identifier
@@ -53,6 +54,7 @@ def open_backend(config: Config) -> CatalogBackend:
     """The backend for `config.catalog.type`; nothing connects until first use."""
     keep_manifest_reads()
     keep_manifest_writes()
+    read_pyiceberg_config_once()
     if config.warehouse_uri.startswith("file:"):
         run_small_io_inline()
     if config.catalog.type == "rest":
