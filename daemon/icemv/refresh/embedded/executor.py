@@ -41,10 +41,15 @@ _DATABASES: dict[tuple[int, str], duckdb.DuckDBPyConnection] = {}
 _DATABASES_LOCK = threading.Lock()
 
 # Connections set up and idle, per settings: an executor takes one and gives it back with
-# its relations unregistered (setting one up runs three statements, ~0.8 ms here). At most
-# _IDLE_MAX are kept per settings; more refreshes at once than that close theirs.
-_IDLE: dict[tuple[int, str, str], list[duckdb.DuckDBPyConnection]] = {}
+# its relations unregistered (setting one up runs three statements, ~0.8 ms here), but
+# for the shared rows it registered (`add_rows(shared=True)`), kept by name with their
+# rows. At most _IDLE_MAX are kept per settings; more refreshes at once than that close
+# theirs.
+_IDLE: dict[tuple[int, str, str], list[tuple[duckdb.DuckDBPyConnection, dict[str, pa.Table]]]] = {}
 _IDLE_MAX = 16
+# Shared rows an idle connection keeps registered, at most (the rows are the shared
+# cache's, but one the cache has let go stays alive while a connection keeps it).
+_KEEP_BYTES = 16 * 2**20
 
 # Parsed statements by their text, per process. DuckDB's parser takes 1.5-4.6 ms of a
 # merge tree's 4-14 ms here, and a refresh runs the text its MV's last refresh ran (the
@@ -58,9 +63,6 @@ def connect(threads: int, memory_limit: str, time_zone: str) -> duckdb.DuckDBPyC
     process's database with these limits (opening a database costs ~30 ms, a cursor
     nearly nothing), whose relations no other connection sees."""
     with _DATABASES_LOCK:
-        idle = _IDLE.get((threads, memory_limit, time_zone))
-        if idle:
-            return idle.pop()
         database = _DATABASES.get((threads, memory_limit))
         if database is None:
             database = duckdb.connect(
@@ -79,11 +81,24 @@ def connect(threads: int, memory_limit: str, time_zone: str) -> duckdb.DuckDBPyC
     return connection
 
 
+def _take(settings: tuple[int, str, str]) -> tuple[duckdb.DuckDBPyConnection, dict[str, pa.Table]]:
+    """An idle connection with these settings and the shared rows it still has
+    registered, or a new one."""
+    with _DATABASES_LOCK:
+        idle = _IDLE.get(settings)
+        if idle:
+            return idle.pop()
+    return connect(*settings), {}
+
+
 def _give_back(
-    settings: tuple[int, str, str], connection: duckdb.DuckDBPyConnection, names: list[str]
+    settings: tuple[int, str, str],
+    connection: duckdb.DuckDBPyConnection,
+    names: list[str],
+    shared: dict[str, pa.Table],
 ) -> None:
-    """`connection` idle again once `names` are unregistered; closed if that fails or
-    enough connections are idle."""
+    """`connection` idle again once `names` are unregistered, still holding `shared`;
+    closed if that fails or enough connections are idle."""
     try:
         for name in names:
             connection.unregister(name)
@@ -93,7 +108,7 @@ def _give_back(
     with _DATABASES_LOCK:
         idle = _IDLE.setdefault(settings, [])
         if len(idle) < _IDLE_MAX:
-            idle.append(connection)
+            idle.append((connection, shared))
             return
     connection.close()
 
@@ -113,7 +128,7 @@ class DuckDBExecutor:
 
     def __init__(self, threads: int, memory_limit: str, time_zone: str) -> None:
         self._settings = (threads, memory_limit, time_zone)
-        self.connection = connect(threads, memory_limit, time_zone)
+        self.connection, self._shared = _take(self._settings)
         self.schemas: dict[str, Schema] = {}
         self._rows: dict[str, pa.Table] = {}  # what each relation holds
         self._failed = False  # a statement raised: the connection is closed, not given back
@@ -121,11 +136,24 @@ class DuckDBExecutor:
         # One call at a time on the connection (files read in parallel filter through it).
         self._lock = threading.Lock()
 
-    def add_rows(self, purpose: str, rows: pa.Table) -> str:
-        """Arrow rows as a relation the trees may name; its name."""
+    def add_rows(self, purpose: str, rows: pa.Table, shared: bool = False) -> str:
+        """Arrow rows as a relation the trees may name; its name.
+
+        `shared`: rows other refreshes register too, the same object (the change rows of
+        a commit every MV on its table reads, from the shared cache): the relation stays
+        registered on this connection when the refresh gives it back, and a later
+        refresh that names the same rows under the same name finds them registered (a
+        registration and its removal cost ~0.5 ms). A relation is the rows object it was
+        registered with, so the same object under the same name is the same relation.
+        """
         with self._lock:
             name = self._name(purpose)
-            self.connection.register(name, rows)
+            if self._shared.get(name) is not rows:
+                self.connection.register(name, rows)
+                if shared:
+                    self._shared[name] = rows
+                else:
+                    self._shared.pop(name, None)
             self.schemas[name] = {f.name: of_arrow(f.type) for f in rows.schema}
             self._rows[name] = rows
         return name
@@ -149,6 +177,7 @@ class DuckDBExecutor:
             self.connection.unregister(name)
             self.schemas.pop(name, None)
             self._rows.pop(name, None)
+            self._shared.pop(name, None)
 
     def stored(
         self, target: PatchTarget, keys: str | None, key_columns: list[tuple[str, str]]
@@ -178,12 +207,22 @@ class DuckDBExecutor:
 
     def drop(self) -> None:
         with self._lock:
-            names, self._rows = list(self._rows), {}
+            shared: dict[str, pa.Table] = {}
+            size = 0
+            for name, kept in self._shared.items():
+                nbytes = kept.nbytes
+                if self._rows.get(name) is kept and size + nbytes <= _KEEP_BYTES:
+                    shared[name] = kept
+                    size += nbytes
+            names = [n for n in self._rows if n not in shared]
+            # kept from an earlier refresh and not named by this one
+            stale = [n for n in self._shared if n not in shared and n not in self._rows]
+            self._rows = {}
             self.schemas.clear()
         if self._failed:  # whatever the error left behind goes with the connection
             self.connection.close()
         else:
-            _give_back(self._settings, self.connection, names)
+            _give_back(self._settings, self.connection, names + stale, shared)
 
     def _name(self, purpose: str) -> str:
         """A name no relation of this connection has: the same names in the same order on

@@ -224,7 +224,9 @@ def hold_tables(
                 f"{table.identifier}: {_mib(rows.nbytes)} read > {_mib(max_bytes)} "
                 "(refresh.embedded_join_max_bytes)"
             )
-        relations[table.identifier, table.snapshot_id] = executor.add_rows("held", rows)
+        # Read whole, the rows are the cache's (one object for every MV joining them).
+        shared = restriction is None
+        relations[table.identifier, table.snapshot_id] = executor.add_rows("held", rows, shared)
     return relations
 
 

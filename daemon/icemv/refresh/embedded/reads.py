@@ -36,12 +36,15 @@ from pyiceberg.types import DecimalType, IntegerType
 from icemv.errors import EngineRefusedError
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.pushdown import IN_LIMIT, values_filter
+from icemv.sql.names import WEIGHT
 
 # Appended rows: (table uuid, snapshot id, schema id); a table read whole for a join:
 # ("table", uuid, snapshot id, schema id, its columns read); the rows a view's WHERE
 # keeps of a data file a range with deletes read whole: ("file", uuid, path, schema id,
 # columns, the WHERE's key) (changes.changed_rows); a storage table's data file, as
-# a refresh wrote it or read it whole: ("stored", uuid, path, schema id) (stored_file_key).
+# a refresh wrote it or read it whole: ("stored", uuid, path, schema id) (stored_file_key);
+# an append-only range's rows with their weight: ("appended", uuid, snapshot ids, schema
+# id) (appended_change_rows).
 PieceKey = tuple[Hashable, ...]
 
 
@@ -184,6 +187,22 @@ def appended_rows(table: Table, change: SourceChange, cache: AppendedRowsCache) 
         return target.empty_table()
     rows = pa.concat_tables(pieces, promote_options="permissive")
     return rows if rows.schema == target else rows.cast(target)
+
+
+def appended_change_rows(table: Table, change: SourceChange, cache: AppendedRowsCache) -> pa.Table:
+    """`appended_rows` with WEIGHT 1 on each: one object per range and process while the
+    cache keeps it, so that every MV reading the range registers the same rows
+    (DuckDBExecutor.add_rows, shared)."""
+    schema = read_schema(table, change)
+    key = ("appended", str(table.metadata.table_uuid),
+           tuple(s.snapshot_id for s in change.snapshots), schema.schema_id)  # fmt: skip
+
+    def load() -> pa.Table:
+        rows = appended_rows(table, change, cache)
+        ones = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
+        return rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), ones)
+
+    return cache.piece(key, load)
 
 
 def _added_rows(

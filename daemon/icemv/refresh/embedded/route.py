@@ -42,7 +42,7 @@ from icemv.refresh.embedded.executor import DuckDBExecutor
 from icemv.refresh.embedded.held import Held, held_tables, hold_tables
 from icemv.refresh.embedded.reads import (
     AppendedRowsCache,
-    appended_rows,
+    appended_change_rows,
 )
 from icemv.refresh.plan import IncrementalPlan
 from icemv.sql.analysis import AggregateAnalysis
@@ -74,10 +74,8 @@ class SourceRead:
         source rows read for them and the change rows; EngineRefusedError past `max_rows`
         change rows."""
         if self.change.kind == "append-only":
-            rows = appended_rows(self.source, self.change, cache)
-            ones = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
-            weighted = rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), ones)
-            return executor.add_rows("delta", weighted), rows.num_rows, rows.num_rows
+            rows = appended_change_rows(self.source, self.change, cache)
+            return executor.add_rows("delta", rows, shared=True), rows.num_rows, rows.num_rows
         keep = self._kept(executor, time_zone) if self.where is not None else None
         changed = changed_rows(self.source, self.change, self.columns, max_rows, keep, cache)
         raw = executor.add_rows("changes", changed.rows)
