@@ -26,7 +26,7 @@ from pyiceberg.types import (
 from icemv.errors import FullRefreshRequiredError, StorageCommitConflictError
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.commit.driver import commit_rows, conform_to_storage
-from icemv.refresh.embedded.reads import shared_cache, stored_file_key
+from icemv.refresh.embedded.reads import live_files, shared_cache, stored_file_key
 from icemv.refresh.patch.model import live_data_files
 from icemv.refresh.patch.row_images import files_admitting, rewrite_row_images
 
@@ -94,6 +94,34 @@ def test_a_stale_plan_cannot_commit(sqlite_lakehouse: Lakehouse) -> None:
     with pytest.raises(StorageCommitConflictError):  # reloaded: main has moved on
         commit_rows(stale.refresh(), planned, _rows(("x", 1, 1.0)), replaced, {})
     assert _content(stale) == [("a", 1, 1.0), ("r", 1, 1.0)]
+
+
+def test_the_one_live_file_a_commit_leaves_is_known_without_a_scan(
+    sqlite_lakehouse: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = _storage(sqlite_lakehouse)  # one file, written by pyiceberg: planned once
+    planned = table.metadata.current_snapshot_id or 0
+    assert [f.file_path for f in live_files(table, planned) or ()] == [
+        f.file_path for f in live_data_files(table, planned)
+    ]
+    for n in range(3):  # each rewrite replaces the one file by another
+        planned = table.metadata.current_snapshot_id or 0
+        commit_rows(table, planned, _rows(("a", n, None)), live_files(table, planned) or (), {})
+    snapshot = table.metadata.current_snapshot_id or 0
+    scanned = live_data_files(table.refresh(), snapshot)
+    with monkeypatch.context() as patched:  # known from the commit: no scan planned
+        patched.setattr(Table, "scan", lambda *_, **__: pytest.fail("planned a scan"))
+        known = live_files(table, snapshot)
+        files = files_admitting(table, snapshot, pa.table({"vendor": ["zzz"]}), 10)
+    assert known is not None
+    assert [(f.file_path, f.spec_id, f.record_count) for f in known] == [
+        (f.file_path, f.spec_id, f.record_count) for f in scanned
+    ]
+    assert files is not None  # its bounds exclude "zzz": read anyway, a superset
+    assert [f.file_path for f, _ in files] == [known[0].file_path]
+    assert _content(table) == [("a", 2, None)]
+    commit_rows(table, snapshot, _rows(("b", 1, None)), (), {})  # a second file
+    assert live_files(table, table.metadata.current_snapshot_id or 0) is None
 
 
 def test_rewrites_do_not_pile_up_manifests(sqlite_lakehouse: Lakehouse) -> None:

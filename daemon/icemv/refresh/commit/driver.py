@@ -29,7 +29,12 @@ from pyiceberg.utils.properties import property_as_bool
 
 from icemv.catalog.metadata_updates import applied
 from icemv.errors import StorageCommitConflictError
-from icemv.refresh.embedded.reads import STORED_SHARE, shared_cache, stored_file_key
+from icemv.refresh.embedded.reads import (
+    STORED_SHARE,
+    committed_live_files,
+    shared_cache,
+    stored_file_key,
+)
 
 
 def commit_rows(
@@ -78,9 +83,14 @@ def commit_rows(
             key = stored_file_key(storage, written[0].file_path)
             shared_cache().keep(key, rows, share=STORED_SHARE)
     try:
-        transaction.commit_transaction()
+        committed = transaction.commit_transaction()
     except CommitFailedException as exc:
         raise StorageCommitConflictError(f"storage moved since {planned_from}: {exc}") from exc
+    snapshot_id = committed.metadata.current_snapshot_id
+    if snapshot_id is not None:  # the next refresh's files_admitting plans no scan
+        for data_file in written:  # as a manifest read gives it (a file's spec is not in it)
+            data_file.spec_id = committed.metadata.default_spec_id
+        committed_live_files(storage, planned_from, snapshot_id, replaces, written)
 
 
 class _Transaction(Transaction):

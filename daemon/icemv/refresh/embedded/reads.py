@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Snapshot
@@ -36,6 +36,7 @@ from pyiceberg.types import DecimalType, IntegerType
 from icemv.errors import EngineRefusedError
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.pushdown import IN_LIMIT, values_filter
+from icemv.sql.memo import Memo
 from icemv.sql.names import WEIGHT
 
 # Appended rows: (table uuid, snapshot id, schema id); a table read whole for a join:
@@ -155,6 +156,58 @@ def stored_file_key(table: Table, path: str) -> PieceKey:
     """The cache key of a storage data file's rows, read whole under the current schema
     (data files are immutable: a path names one content for good)."""
     return ("stored", str(table.metadata.table_uuid), path, table.schema().schema_id)
+
+
+# The live data files of a storage table's snapshots, by (table uuid, snapshot id), when
+# it has at most one and no delete file: what a driver commit leaves (the live files of
+# the snapshot it committed on, but those it replaced, plus those it wrote), else what a
+# scan planned. A snapshot's files never change, so a snapshot id names them; a snapshot
+# made by anyone else is simply not known here.
+_live: Memo[tuple[DataFile, ...]] = Memo(1024)
+LIVE_FILES_KEPT = 1
+
+
+def live_files(table: Table, snapshot_id: int) -> tuple[DataFile, ...] | None:
+    """The live data files of `table` at `snapshot_id` if they are at most
+    LIVE_FILES_KEPT and without delete files, else None; known from a commit of this
+    process or planned once (only when the snapshot's summary counts so few)."""
+    key = (str(table.metadata.table_uuid), snapshot_id)
+    files = _live.get(key)
+    if files is not None:
+        return files
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    summary = snapshot.summary if snapshot is not None else None
+    if summary is None:
+        return None
+    counts = (summary.get("total-data-files"), summary.get("total-delete-files"))
+    if not (counts[0] or "").isdigit() or int(counts[0] or 0) > LIVE_FILES_KEPT:
+        return None
+    if counts[1] != "0":
+        return None
+    tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+    if len(tasks) > LIVE_FILES_KEPT or any(t.delete_files for t in tasks):
+        return None
+    files = tuple(t.file for t in tasks)
+    _live.put(key, files)
+    return files
+
+
+def committed_live_files(
+    table: Table,
+    parent: int,
+    snapshot_id: int,
+    replaced: Sequence[DataFile],
+    written: Sequence[DataFile],
+) -> None:
+    """Note the live files of the snapshot a driver commit made on `parent`, replacing
+    `replaced` by `written` (data files only), when those of `parent` are known."""
+    before = _live.get((str(table.metadata.table_uuid), parent))
+    if before is None:
+        return
+    gone = {f.file_path for f in replaced}
+    after = (*[f for f in before if f.file_path not in gone], *written)
+    if len(after) <= LIVE_FILES_KEPT:
+        _live.put((str(table.metadata.table_uuid), snapshot_id), after)
 
 
 def read_schema(table: Table, change: SourceChange) -> Schema:

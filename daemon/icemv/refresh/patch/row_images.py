@@ -42,7 +42,12 @@ from pyiceberg.types import DecimalType, DoubleType, FloatType
 
 from icemv.errors import FullRefreshRequiredError
 from icemv.refresh.commit.driver import conform_to_storage
-from icemv.refresh.embedded.reads import STORED_SHARE, shared_cache, stored_file_key
+from icemv.refresh.embedded.reads import (
+    STORED_SHARE,
+    live_files,
+    shared_cache,
+    stored_file_key,
+)
 from icemv.sql.decimals import WIDE_CONTEXT
 from icemv.sql.net import Identity
 
@@ -106,13 +111,20 @@ def files_admitting(
 ) -> list[tuple[DataFile, pa.Table]] | None:
     """The data files (and their rows, read whole) whose column bounds may hold some row
     of `probe` (storage columns, any subset); None when they hold more than `max_rows`.
+    A snapshot of one data file and no delete file gives that file, its bounds unread:
+    the callers rewrite every row of the files given, touched or not, so more files
+    than the keys need change only what a commit rewrites (a small table's one file).
     A file without delete files is read once per process: its rows are kept in the shared
     cache (embedded/reads.py), where the commit that wrote it may have put them already."""
-    try:
-        bounds = bounds_filter(probe, storage.schema())
-        tasks = list(storage.scan(snapshot_id=snapshot_id, row_filter=bounds).plan_files())
-    except ValueError:  # a value pyiceberg cannot compare with the column: every file
-        tasks = list(storage.scan(snapshot_id=snapshot_id).plan_files())
+    live = live_files(storage, snapshot_id)
+    if live is not None:  # one file at most: read whatever its bounds say (a superset)
+        tasks = [FileScanTask(f) for f in live]
+    else:
+        try:
+            bounds = bounds_filter(probe, storage.schema())
+            tasks = list(storage.scan(snapshot_id=snapshot_id, row_filter=bounds).plan_files())
+        except ValueError:  # a value pyiceberg cannot compare with the column: every file
+            tasks = list(storage.scan(snapshot_id=snapshot_id).plan_files())
     if sum(task.file.record_count for task in tasks) > max_rows:
         return None
     reader = ArrowScan(storage.metadata, storage.io, storage.schema(), AlwaysTrue())
