@@ -110,6 +110,7 @@ class Fleet:
         print(f"source: {rows:,} rows in {time.time() - started:.1f} s", flush=True)
         self.next_id = rows
         self.storage: dict[Identifier, Identifier] = {}
+        self.worker_of: dict[Identifier, int | None] = {}  # the worker of each MV's last refresh
 
     def grow(self, mvs: int) -> None:
         for n in range(len(self.storage), mvs):
@@ -233,7 +234,12 @@ def one_commit(
         assert stored is not None
         latencies.append((stored.timestamp_ms - snapshot.timestamp_ms) / 1000)
     results = list(absorbed.values())
+    # MVs refreshed by another worker than last time (what a worker keeps of an MV, its
+    # trees and storage rows, serves only its own next refresh).
+    moved = sum(1 for r in results if fleet.worker_of.get(r.mv, r.worker_pid) != r.worker_pid)
+    fleet.worker_of.update({r.mv: r.worker_pid for r in results})
     return {
+        "moved_workers": moved,
         "all_fresh_seconds": round(max(latencies), 3),
         "per_mv": _summary(latencies),
         "phases_median": {
@@ -283,7 +289,8 @@ def run_mode(
                 f"CPU s {commit['cpu_seconds']}; "
                 f"max_concurrent={config.refresh.max_concurrent} "
                 f"processes={config.refresh.processes}; "
-                f"in workers {sum(1 for r in daemon.results if r.worker_pid)}",
+                f"in workers {sum(1 for r in daemon.results if r.worker_pid)}, "
+                f"{commit['moved_workers']} on another worker than last time",
                 flush=True,
             )
         workers_mb = worker_memory_mb()

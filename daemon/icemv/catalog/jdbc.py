@@ -120,6 +120,21 @@ _LOCATION = select(IcebergTables.metadata_location).where(
     or_(IcebergTables.iceberg_type == ICEBERG_TABLE_TYPE, IcebergTables.iceberg_type.is_(None)),
 )
 
+# A table's row moved from the metadata location a commit started from to its new one.
+_MOVE = (
+    update(IcebergTables)
+    .where(
+        IcebergTables.catalog_name == bindparam("catalog"),
+        IcebergTables.table_namespace == bindparam("namespace"),
+        IcebergTables.table_name == bindparam("name"),
+        IcebergTables.metadata_location == bindparam("old_location"),
+    )
+    .values(
+        metadata_location=bindparam("new_location"),
+        previous_metadata_location=bindparam("old_location"),
+    )
+)
+
 
 class _SqlCatalog(SqlCatalog):
     """pyiceberg's SqlCatalog with a cheaper `load_table`: the row read with one SQL
@@ -190,22 +205,15 @@ class _SqlCatalog(SqlCatalog):
         io = self._load_file_io(properties=metadata.properties, location=location)
         self._write_metadata(metadata, io, location)
         identifier = table.name()
-        moved = (
-            update(IcebergTables)
-            .where(
-                IcebergTables.catalog_name == self.name,
-                IcebergTables.table_namespace
-                == Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
-                IcebergTables.table_name == Catalog.table_name_from(identifier),
-                IcebergTables.metadata_location == table.metadata_location,
-            )
-            .values(
-                metadata_location=location,
-                previous_metadata_location=table.metadata_location,
-            )
-        )
+        names = {
+            "catalog": self.name,
+            "namespace": Catalog.namespace_to_string(Catalog.namespace_from(identifier)),
+            "name": Catalog.table_name_from(identifier),
+            "old_location": table.metadata_location,
+            "new_location": location,
+        }
         with self.statements.connect() as connection:  # one UPDATE: atomic by itself
-            moved_rows = connection.execute(moved).rowcount
+            moved_rows = connection.execute(_MOVE, names).rowcount
         if moved_rows < 1:
             return super().commit_table(table, requirements, updates)
         _parsed.put(location, metadata)
