@@ -146,19 +146,24 @@ def test_an_error_that_cannot_cross_the_process_boundary_becomes_a_refresh_failu
     assert str(wrapped) == "_TwoArguments: this and that"
 
 
-def test_an_mv_goes_to_its_home_worker_unless_it_is_busier_than_another() -> None:
+def test_an_mv_goes_to_its_home_worker_unless_another_would_idle_or_is_far_less_busy() -> None:
     a = Identifier(("n",), "a")
     home = choose_worker(a, [0, 0])
     other = 1 - home
+
+    def handed(at_home: int, elsewhere: int) -> list[int]:
+        counts = [0, 0]
+        counts[home], counts[other] = at_home, elsewhere
+        return counts
+
     assert choose_worker(a, [0, 0]) == home  # the same worker every time
-    handed = [0, 0]
-    handed[home] = 1
-    assert choose_worker(a, handed) == home  # one running: its next queued at home
-    handed[home] = 2
-    assert choose_worker(a, handed) == other  # running + queued at home, the other idle
+    assert choose_worker(a, handed(1, 0)) == home  # one running: its next queued at home
+    assert choose_worker(a, handed(2, 0)) == other  # running + queued at home, the other idle
+    assert choose_worker(a, handed(2, 1)) == home  # both busy: home
+    assert choose_worker(a, handed(3, 2)) == home
+    assert choose_worker(a, handed(3, 1)) == other  # two more at home than there
     assert choose_worker(a, [2, 2]) == home  # both as busy: home
-    handed[other] = 3
-    assert choose_worker(a, handed) == home
+    assert choose_worker(a, handed(0, 3)) == home
     spread = [0, 0]
     for i in range(100):
         spread[choose_worker(Identifier(("n",), f"mv{i}"), [0, 0])] += 1
