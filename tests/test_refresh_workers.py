@@ -22,6 +22,7 @@ from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh.policy import refresh_mv
+from icemv.refresh.rehearsal import rehearse_mv
 from icemv.service.refresh_workers import RefreshWorkers, _portable, choose_worker
 from tests.support.daemon import max_overlap
 from tests.support.oracle import assert_matches_oracle
@@ -168,3 +169,34 @@ def test_an_mv_goes_to_its_home_worker_unless_another_would_idle_or_is_far_less_
     for i in range(100):
         spread[choose_worker(Identifier(("n",), f"mv{i}"), [0, 0])] += 1
     assert min(spread) >= 30, spread  # the hash spreads a fleet over both
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_a_rehearsal_warms_a_worker_and_commits_nothing(
+    lakehouse: Lakehouse, namespace: str, test_config: Config
+) -> None:
+    """A fresh MV's last change rehearsed in its home worker: computed on the embedded
+    engine and thrown away (the storage does not move); the refreshes after it stay
+    exact."""
+    create_trips(lakehouse, namespace, rows=[(1, "a", 10.0, D1), (2, "b", 5.0, D1)])
+    mv = Identifier((namespace,), "by_vendor")
+    create_mv(lakehouse, mv, SQL, properties={"icemv.refresh-policy": "incremental"})
+    storage = Identifier((namespace,), "by_vendor__storage")
+    assert rehearse_mv(lakehouse, mv) == "not fresh"  # never refreshed
+    assert refresh_mv(lakehouse, mv).mode == "full"
+    assert rehearse_mv(lakehouse, mv) == "no earlier source snapshot"  # the table's first
+    append_trips(lakehouse, namespace, [(3, "a", 2.5, D1), (4, "c", 1.0, D1)])
+    assert rehearse_mv(lakehouse, mv) == "not fresh"
+    assert refresh_mv(lakehouse, mv).mode == "incremental"
+    workers = RefreshWorkers(test_config, 2, semantics=lambda: lakehouse.semantics)
+    try:
+        before = lakehouse.load_table(storage).metadata.current_snapshot_id
+        assert workers.rehearse(mv) == "rehearsed"
+        assert lakehouse.load_table(storage).metadata.current_snapshot_id == before
+        append_trips(lakehouse, namespace, [(5, "c", 4.0, D1), (6, "d", 1.5, D1)])
+        after = workers.refresh(mv)
+        assert after is not None and after.engine == "duckdb"
+        assert_matches_oracle(lakehouse, mv)
+    finally:
+        workers.close()

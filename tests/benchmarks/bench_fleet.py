@@ -273,6 +273,10 @@ def run_mode(
         wait_for(fleet.all_fresh, args.timeout, "the fleet fresh before the first commit")
         wait_for(lambda: not daemon.scheduler.pending(), args.timeout, "refreshes done")
         print(f"{label}: fleet fresh after start in {time.monotonic() - started:.1f} s", flush=True)
+        # The rehearsals after start warm the workers (refresh/rehearsal.py): done before
+        # the idle window, which they would otherwise count.
+        wait_for(daemon.rehearsed.is_set, args.timeout, "the rehearsals after start")
+        print(f"{label}: rehearsed after start in {time.monotonic() - started:.1f} s", flush=True)
         idle = idle_window(daemon, args.idle_seconds)
         print(f"{label} idle: {idle}", flush=True)
         commits = []

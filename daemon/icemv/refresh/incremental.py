@@ -181,6 +181,21 @@ def _embedded_patch(
         executor.drop()
 
 
+def rehearse_patch(plan: IncrementalPlan, route: EmbeddedRoute) -> str:
+    """Compute `plan`'s patch on the embedded engine and drop it (refresh/rehearsal.py):
+    `rehearsed`, or why the engine refused."""
+    settings = plan.base.reads.lakehouse.config.refresh
+    target = PatchTarget(
+        plan.base.storage,
+        plan.base.mv.storage,
+        plan.base.reads.lakehouse.catalog_name,
+        plan.planned_from.snapshot_id,
+        settings.driver_commit_max_rows,
+    )
+    patch, _, refused = _embedded_patch(plan, route, target, PhaseClock())
+    return "rehearsed" if patch is not None else f"refused: {refused}"
+
+
 def _spark_inputs(
     plan: IncrementalPlan,
     reader: object,

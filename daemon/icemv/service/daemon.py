@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -44,6 +45,8 @@ from icemv.service.source_index import SourceIndex
 log = structlog.get_logger(__name__)
 
 HEARTBEAT_SECONDS = 1.0
+# How often the rehearsals after start look again whether refreshes are pending.
+REHEARSAL_WAIT_SECONDS = 0.05
 LIVENESS_TIMEOUT_SECONDS = 30.0
 
 
@@ -145,6 +148,7 @@ class Daemon:
         )
         self.stopping = threading.Event()
         self.ready = threading.Event()
+        self.rehearsed = threading.Event()  # the MVs rehearsed after start (or none to do)
         self._heartbeat = time.monotonic()
         self._config_mtime = self._mtime()
         self.http_port: int | None = None
@@ -178,6 +182,9 @@ class Daemon:
             self.ready.set()
             self._publish_readiness()
             log.info("daemon_ready", mvs=len(self.index.snapshot.mvs))
+            threading.Thread(
+                target=self._rehearse_all, name="icemv-rehearsals", daemon=True
+            ).start()
             while not self.stopping.wait(HEARTBEAT_SECONDS):
                 self._heartbeat = time.monotonic()
                 self._reload_config_if_changed()
@@ -187,6 +194,29 @@ class Daemon:
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def _rehearse_all(self) -> None:
+        """Each MV this replica owns rehearsed once in its home worker, one at a time and
+        only while no refresh is pending (refresh/rehearsal.py): the first commit after
+        a start then finds its MVs' trees built and storage rows read, as later ones do.
+        Sets `rehearsed` when done."""
+        outcomes: Counter[str] = Counter()
+        try:
+            workers = self.workers
+            mvs = list(self.index.snapshot.mvs) if workers is not None else []
+            for mv in mvs:
+                assert workers is not None
+                while not self.stopping.is_set() and self.ownership.owns(mv):
+                    outcome = None if self.scheduler.pending() else workers.rehearse(mv)
+                    if outcome is not None:
+                        outcomes[outcome.split(":")[0]] += 1
+                        break
+                    self.stopping.wait(REHEARSAL_WAIT_SECONDS)  # refreshes come first
+        except Exception:  # warming caches must never stop the daemon
+            log.exception("refresh_rehearsals_failed")
+        finally:
+            self.rehearsed.set()
+            log.info("refresh_rehearsals", **outcomes)
 
     def _shutdown(self) -> None:
         grace = self.config.refresh.shutdown_grace_seconds

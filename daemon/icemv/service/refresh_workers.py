@@ -49,6 +49,7 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.logs import configure_logging
 from icemv.refresh.policy import refresh_mv
+from icemv.refresh.rehearsal import rehearse_mv
 from icemv.refresh.result import RefreshResult
 from icemv.service.heap import freeze_startup_heap
 
@@ -104,6 +105,27 @@ class RefreshWorkers:
         finally:
             with self._lock:
                 self._handed[slot] -= 1
+
+    def rehearse(self, mv: Identifier) -> str | None:
+        """`mv`'s last change rehearsed in its home worker (refresh/rehearsal.py) if no
+        worker has anything to do, and what happened; None (nothing done) if one has."""
+        home = choose_worker(mv, [0] * self._processes)
+        with self._lock:
+            if any(self._handed):
+                return None
+            self._handed[home] += 1
+        try:
+            pool = self._current(home)
+            if pool is None:
+                return "no worker"
+            try:
+                return pool.submit(_rehearse, mv).result()
+            except (BrokenProcessPool, OSError) as error:
+                self._lost(home, pool, mv, error)
+                return "worker lost"
+        finally:
+            with self._lock:
+                self._handed[home] -= 1
 
     def _slot(self, mv: Identifier) -> int:
         """The worker for `mv` (choose_worker), counted as handed one more refresh."""
@@ -233,6 +255,11 @@ def _refresh(mv: Identifier) -> RefreshResult | None:
     except Exception as error:  # noqa: BLE001 (it must cross the process boundary intact)
         raise _portable(error) from None
     return dataclasses.replace(result, worker_pid=os.getpid())
+
+
+def _rehearse(mv: Identifier) -> str:
+    assert _LAKEHOUSE is not None, "not a refresh worker process"
+    return rehearse_mv(_LAKEHOUSE, mv)
 
 
 def _portable(error: Exception) -> Exception:
