@@ -75,6 +75,7 @@ def test_split_sends_the_others_to_their_partitions() -> None:
 
 def test_poll_only_owns_everything() -> None:
     ownership = Ownership.everything()
+    assert ownership.known()
     assert ownership.owns_everything() and all(ownership.owns(mv) for mv in MVS)
     assert ownership.split(MVS[:5]).mine == tuple(MVS[:5])
 
@@ -91,12 +92,13 @@ def test_a_replica_that_never_joined_owns_nothing_until_the_fallback() -> None:
     clock = Clock()
     ownership = Ownership("t", fallback_seconds=10, clock=clock)
     clock.now += 60  # joining takes a while: still nothing while the broker answers
-    assert not ownership.owns(MVS[0])
+    assert not ownership.owns(MVS[0]) and not ownership.known()
     ownership.connected(False)  # the broker is unreachable
     clock.now += 9
-    assert not ownership.owns(MVS[0])
+    assert not ownership.owns(MVS[0]) and not ownership.known()
     clock.now += 1
     assert ownership.owns(MVS[0]), "no broker for a session timeout: refresh everything"
+    assert ownership.known()
     ownership.assign([0], 2)
     assert ownership.owns(MVS[0]) == (owner_partition(MVS[0], 2) == 0)
 

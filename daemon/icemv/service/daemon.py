@@ -203,6 +203,9 @@ class Daemon:
         outcomes: Counter[str] = Counter()
         try:
             workers = self.workers
+            while workers is not None and not self.ownership.known():  # Kafka's assignment
+                if self.stopping.wait(REHEARSAL_WAIT_SECONDS):
+                    return
             mvs = list(self.index.snapshot.mvs) if workers is not None else []
             for mv in mvs:
                 assert workers is not None

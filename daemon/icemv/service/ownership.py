@@ -104,6 +104,12 @@ class Ownership:
         since = self._offline_since
         return since is not None and self._clock() - since >= self._fallback_seconds
 
+    def known(self) -> bool:
+        """Whether `owns` answers from an assignment (or from owning everything) rather
+        than from not knowing yet."""
+        with self._lock:
+            return self._owns_everything() or self._count > 0
+
     def owns(self, mv: Identifier) -> bool:
         with self._lock:
             if self._owns_everything():
