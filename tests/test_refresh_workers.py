@@ -21,6 +21,7 @@ from icemv.identifiers import Identifier
 from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
+from icemv.refresh import rehearsal
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.rehearsal import rehearse_mv
 from icemv.service.refresh_workers import RefreshWorkers, _portable, choose_worker
@@ -174,7 +175,7 @@ def test_an_mv_goes_to_its_home_worker_unless_another_would_idle_or_is_far_less_
 @pytest.mark.spark
 @pytest.mark.postgres
 def test_a_rehearsal_warms_a_worker_and_commits_nothing(
-    lakehouse: Lakehouse, namespace: str, test_config: Config
+    lakehouse: Lakehouse, namespace: str, test_config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A fresh MV's last change rehearsed in its home worker: computed on the embedded
     engine and thrown away (the storage does not move); the refreshes after it stay
@@ -189,6 +190,9 @@ def test_a_rehearsal_warms_a_worker_and_commits_nothing(
     append_trips(lakehouse, namespace, [(3, "a", 2.5, D1), (4, "c", 1.0, D1)])
     assert rehearse_mv(lakehouse, mv) == "not fresh"
     assert refresh_mv(lakehouse, mv).mode == "incremental"
+    with monkeypatch.context() as patched:
+        patched.setattr(rehearsal, "MAX_ROWS", 1)  # the last change appended two rows
+        assert rehearse_mv(lakehouse, mv) == "last change too large"
     workers = RefreshWorkers(test_config, 2, semantics=lambda: lakehouse.semantics)
     try:
         before = lakehouse.load_table(storage).metadata.current_snapshot_id

@@ -14,8 +14,8 @@ gate answers it keeps are those of the MV's next refresh as long as the next cha
 of the same kind (an append after an append). Nothing it computes is committed or
 reported: the patch merges a change the storage already holds, so it means nothing but
 its cost. A rehearsal that cannot be made (the MV not fresh, a source without a parent
-snapshot, a route through Spark) or that fails is simply skipped; the next refresh does
-the work.
+snapshot, a last change of more than MAX_ROWS rows, a route through Spark) or that fails
+is simply skipped; the next refresh does the work.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ from icemv.refresh.incremental import rehearse_patch
 from icemv.refresh.plan import plan_incremental, plan_refresh
 
 log = structlog.get_logger(__name__)
+
+# A last change of more rows is not rehearsed: warming the trees needs a few rows, and a
+# large batch (a table's first load, say) would cost its whole read again at start.
+MAX_ROWS = 100_000
 
 
 def rehearse_mv(lakehouse: Lakehouse, identifier: Identifier) -> str:
@@ -61,6 +65,8 @@ def _rehearse(lakehouse: Lakehouse, identifier: Identifier) -> str:
     incremental = plan_incremental(plan, stepped, None)
     if not incremental.moved:
         return "no change"
+    if sum(c.changed_records for c in incremental.moved.values()) > MAX_ROWS:
+        return "last change too large"
     route = choose_route(incremental, lakehouse)
     if not isinstance(route, EmbeddedRoute):
         return "not on the embedded engine"
