@@ -110,7 +110,7 @@ def open_catalog(config: Config, endpoint: CatalogEndpoint) -> _SqlCatalog:
 # Parsed table metadata by file. A metadata file is written once, under a name no other
 # file takes, so its location names its content: every reader may share one parse (the
 # models are frozen). Kept per process: a fleet's storage tables and their sources.
-_parsed: Memo[TableMetadata] = Memo(128)
+_parsed: Memo[TableMetadata] = Memo(1024)
 
 # The row's metadata location (tables only: JDBC schema V1 keeps views in the same rows).
 _LOCATION = select(IcebergTables.metadata_location).where(

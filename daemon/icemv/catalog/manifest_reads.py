@@ -63,8 +63,8 @@ from pyiceberg.table import snapshots
 from icemv.sql.memo import Memo
 
 _MAX_ENTRIES = 128
-_MANIFESTS = 512
-_LISTS = 256
+_MANIFESTS = 2048
+_LISTS = 1024
 
 _entries: Memo[tuple[ManifestEntry, ...]] = Memo(_MANIFESTS)
 _lists: Memo[tuple[ManifestFile, ...]] = Memo(_LISTS)

@@ -196,7 +196,7 @@ IvmAnalysis = NotMaintainable | RowsAnalysis | AggregateAnalysis
 MaintainableAnalysis = RowsAnalysis | AggregateAnalysis
 
 
-_analyses: Memo[IvmAnalysis] = Memo(512)  # kept per process
+_analyses: Memo[IvmAnalysis] = Memo(1024)  # kept per process
 
 
 def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ...]) -> IvmAnalysis:

@@ -55,7 +55,7 @@ _KEEP_BYTES = 16 * 2**20
 # merge tree's 4-14 ms here, and a refresh runs the text its MV's last refresh ran (the
 # gate keeps the text per tree, the executor names relations alike each time). A parsed
 # statement is only read by `execute`, which plans a copy of it.
-_statements: Memo[duckdb.Statement] = Memo(1024)
+_statements: Memo[duckdb.Statement] = Memo(2048)
 
 
 def connect(threads: int, memory_limit: str, time_zone: str) -> duckdb.DuckDBPyConnection:

@@ -221,7 +221,7 @@ def _self_joined(plan: IncrementalPlan) -> bool:
 # analysis, and each table occurrence's column types (from which the analysis expands and
 # types its tree). Only
 # an early answer: every tree the executor runs passes the gate again (exec/duckdb.py).
-_verdicts: Memo[tuple[str | None]] = Memo(1024)
+_verdicts: Memo[tuple[str | None]] = Memo(2048)
 
 
 def _gate(plan: IncrementalPlan, relations: dict[str, dict[str, SparkType]]) -> None:

@@ -121,7 +121,7 @@ class _MergeTrees:
 # view, sources' schemas and storage are unchanged builds none (3-10 ms of a small
 # refresh's CPU here), and the embedded executor runs the DuckDB SQL it kept for them.
 # A string: why the rules recompute the touched groups instead.
-_kept: Memo[_MergeTrees | str] = Memo(512)
+_kept: Memo[_MergeTrees | str] = Memo(1024)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ from icemv.sql.portable.queries import Gate
 __all__ = ["Portable", "Schema", "Tree", "built", "duckdb_type", "spark_type_of",
            "to_duckdb", "tree_key"]  # fmt: skip
 
-_answers: Memo[Portable | str] = Memo(1024)
+_answers: Memo[Portable | str] = Memo(2048)
 
 
 # A tree, or a builder of it (called only when the tree is needed: see `given`).
