@@ -115,10 +115,13 @@ def loads(lakehouse: Lakehouse, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loa
     def statement(*_: Any) -> None:
         counted.sql += 1
 
-    engine = backend.catalog.engine
-    event.listen(engine, "before_cursor_execute", statement)
+    # Both of the catalog's engines: pyiceberg's and the autocommit one (catalog/jdbc.py).
+    engines = (backend.catalog.engine, backend.catalog.statements)
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", statement)
     yield counted
-    event.remove(engine, "before_cursor_execute", statement)
+    for engine in engines:
+        event.remove(engine, "before_cursor_execute", statement)
 
 
 def catalog_loads(metrics: Metrics, obj: str, result: str) -> float:

@@ -68,15 +68,16 @@ class Counts:
     def installed(self, lakehouse: Lakehouse) -> Iterator[None]:
         undo: list[Any] = []
         catalog: Any = lakehouse.catalog
-        engine = getattr(catalog, "engine", None)
-        if engine is not None:
+        # Both of a JDBC catalog's engines: pyiceberg's and the autocommit one.
+        engines = [getattr(catalog, name, None) for name in ("engine", "statements")]
+        for engine in [e for e in engines if e is not None]:
             from sqlalchemy import event
 
             def statement(*_: Any) -> None:
                 self.counts["sql"] += 1
 
             event.listen(engine, "before_cursor_execute", statement)
-            undo.append(lambda: event.remove(engine, "before_cursor_execute", statement))
+            undo.append(lambda e=engine, s=statement: event.remove(e, "before_cursor_execute", s))
         session = getattr(catalog, "_session", None)
         if session is not None:
 
