@@ -67,7 +67,6 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
     phases = phases or PhaseClock()
     base = plan.base
     lakehouse = base.reads.lakehouse
-    settings = lakehouse.config.refresh
     moved = bool(plan.moved)
     # The one decision between the embedded engine and Spark, before any row is read.
     route: EmbeddedRoute | str = ""
@@ -86,13 +85,7 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
             patch = DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
             phases.end("changes")
         else:
-            target = PatchTarget(
-                storage,
-                base.mv.storage,
-                lakehouse.catalog_name,
-                planned_from,
-                settings.driver_commit_max_rows,
-            )
+            target = _target(plan)
             if isinstance(route, EmbeddedRoute):
                 patch, scanned, refused = _embedded_patch(plan, route, target, phases)
                 engine, route = (EMBEDDED, "") if patch is not None else (None, refused)
@@ -181,18 +174,22 @@ def _embedded_patch(
         executor.drop()
 
 
+def _target(plan: IncrementalPlan) -> PatchTarget:
+    """The storage table as the patch reads and replaces it: at the planned snapshot."""
+    lakehouse = plan.base.reads.lakehouse
+    return PatchTarget(
+        plan.base.storage,
+        plan.base.mv.storage,
+        lakehouse.catalog_name,
+        plan.planned_from.snapshot_id,
+        lakehouse.config.refresh.driver_commit_max_rows,
+    )
+
+
 def rehearse_patch(plan: IncrementalPlan, route: EmbeddedRoute) -> str:
     """Compute `plan`'s patch on the embedded engine and drop it (refresh/rehearsal.py):
     `rehearsed`, or why the engine refused."""
-    settings = plan.base.reads.lakehouse.config.refresh
-    target = PatchTarget(
-        plan.base.storage,
-        plan.base.mv.storage,
-        plan.base.reads.lakehouse.catalog_name,
-        plan.planned_from.snapshot_id,
-        settings.driver_commit_max_rows,
-    )
-    patch, _, refused = _embedded_patch(plan, route, target, PhaseClock())
+    patch, _, refused = _embedded_patch(plan, route, _target(plan), PhaseClock())
     return "rehearsed" if patch is not None else f"refused: {refused}"
 
 

@@ -68,7 +68,7 @@ from icemv.refresh.embedded.equality import (
     column_names_by_id,
     equality_delete,
 )
-from icemv.refresh.embedded.reads import AppendedRowsCache, read_schema
+from icemv.refresh.embedded.reads import AppendedRowsCache, read_schema, weighted
 from icemv.sql.names import WEIGHT
 
 _READERS = 4  # whole data files read at once
@@ -205,8 +205,8 @@ def changed_rows(
         weight: [(t, next(tables)) for _, t in pairs] for weight, pairs in chosen.items()
     }
     for gone, came in rewrites(whole_files[-1], whole_files[1]):
-        parts.append(_weighted(gone, -1))
-        parts.append(_weighted(came, 1))
+        parts.append(weighted(gone, -1))
+        parts.append(weighted(came, 1))
     for path in sorted(hit):
         if path not in old.tasks or path not in new.tasks:
             continue  # not live at one end: its rows are read whole above, or never were
@@ -224,11 +224,11 @@ def changed_rows(
         deleted = after.filter(pc.invert(pc.is_in(after, value_set=before)))
         if len(deleted):
             rows, scanned = _rows_at(table.io, path, deleted.to_pylist(), schema)
-            parts.append(_weighted(kept(_conform(rows, target)), -1))
+            parts.append(weighted(kept(_conform(rows, target)), -1))
             read += scanned
-    weighted = target.append(pa.field(WEIGHT, pa.int32(), nullable=False))
+    with_weight = target.append(pa.field(WEIGHT, pa.int32(), nullable=False))
     if not parts:
-        return ChangedRows(weighted.empty_table(), read)
+        return ChangedRows(with_weight.empty_table(), read)
     rows = pa.concat_tables(parts)
     if rows.num_rows > max_rows:
         raise EngineRefusedError(
@@ -463,8 +463,3 @@ def _rows_at(
 def _conform(rows: pa.Table, target: pa.Schema) -> pa.Table:
     rows = rows.select(target.names)
     return rows if rows.schema == target else rows.cast(target)
-
-
-def _weighted(rows: pa.Table, weight: int) -> pa.Table:
-    column = pa.repeat(pa.scalar(weight, pa.int32()), rows.num_rows)
-    return rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), column)

@@ -250,12 +250,13 @@ def appended_change_rows(table: Table, change: SourceChange, cache: AppendedRows
     key = ("appended", str(table.metadata.table_uuid),
            tuple(s.snapshot_id for s in change.snapshots), schema.schema_id)  # fmt: skip
 
-    def load() -> pa.Table:
-        rows = appended_rows(table, change, cache)
-        ones = pa.repeat(pa.scalar(1, pa.int32()), rows.num_rows)
-        return rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), ones)
+    return cache.piece(key, lambda: weighted(appended_rows(table, change, cache), 1))
 
-    return cache.piece(key, load)
+
+def weighted(rows: pa.Table, weight: int) -> pa.Table:
+    """`rows` with a WEIGHT column of `weight` on each."""
+    column = pa.repeat(pa.scalar(weight, pa.int32()), rows.num_rows)
+    return rows.append_column(pa.field(WEIGHT, pa.int32(), nullable=False), column)
 
 
 def _added_rows(
