@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.engine.jvm import planning_failure
 from icemv.errors import EngineRefusedError, FullRefreshRequiredError
 from icemv.format.summary import RefreshMode, RefreshReason, StorageWrite, SummaryKey
@@ -82,7 +83,7 @@ def incremental_refresh(plan: IncrementalPlan, phases: PhaseClock | None = None)
     with contextlib.ExitStack() as spark_parts:
         patch: StoragePatch | None = None
         if not moved:  # sources moved only by compaction: a new record, no data change
-            patch = DriverPatch(0, 0, storage.schema().as_arrow().empty_table())
+            patch = DriverPatch(0, 0, arrow_schema(storage.schema()).empty_table())
             phases.end("changes")
         else:
             target = _target(plan)
@@ -305,7 +306,7 @@ def _unchanged(plan: IncrementalPlan, inputs: DeltaInputs, target: PatchTarget) 
     if not needs_keyed_delta(plan.analysis, inputs):
         names = ", ".join(str(i) for i in plan.moved)
         raise RuntimeError(f"the view query reads none of the changed sources {names}")
-    return DriverPatch(0, 0, target.table.schema().as_arrow().empty_table())
+    return DriverPatch(0, 0, arrow_schema(target.table.schema()).empty_table())
 
 
 def _write(

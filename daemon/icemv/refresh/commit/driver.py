@@ -27,6 +27,7 @@ from pyiceberg.table.update import UpdateTableMetadata
 from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
 from pyiceberg.utils.properties import property_as_bool
 
+from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.catalog.metadata_updates import applied
 from icemv.errors import StorageCommitConflictError
 from icemv.refresh.embedded.reads import (
@@ -166,7 +167,7 @@ class _ReplaceFiles(_Unregistered, _OverwriteFiles):
 
 def conform_to_storage(rows: pa.Table, storage: Table) -> pa.Table:
     """Spark's Arrow rows under the storage table's own field names, types and ids."""
-    target = storage.schema().as_arrow()
+    target = arrow_schema(storage.schema())
     if rows.num_columns != len(target):
         raise ValueError(f"patch has {rows.num_columns} columns, storage {len(target)}")
     return rows.rename_columns(target.names).cast(target)

@@ -57,6 +57,7 @@ from pyiceberg.table import FileScanTask, ManifestGroupPlanner, Table
 from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
 from pyiceberg.table.puffin import PuffinFile
 
+from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.errors import EngineRefusedError
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.manifests import range_entries, touched_files
@@ -162,7 +163,7 @@ def changed_rows(
     schema = pinned
     if columns is not None:  # at least one column: the rows are counted by it
         schema = schema.select(*(columns or (schema.fields[0].name,)))
-    target = schema.as_arrow()
+    target = arrow_schema(schema)
     found = _range_files(table, change)
     moved = found.added & found.removed  # added and removed within the range
     added, removed = found.added - moved, found.removed - moved
@@ -248,7 +249,7 @@ def snapshot_rows(
     planned = _plan(table, snapshot_id, None)
     key_names = _key_names(schema, planned)
     extra = [n for n in key_names.values() if n not in columns]
-    target = schema.select(*columns).as_arrow()
+    target = arrow_schema(schema.select(*columns))
     scan = ArrowScan(table.metadata, table.io, schema.select(*columns, *extra), AlwaysTrue())
     values = EqualityValues(table.io)
     tasks = [planned.tasks[p] for p in sorted(planned.tasks)]

@@ -21,6 +21,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from sqlglot import exp
 
+from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.config import RefreshConfig
 from icemv.errors import EngineRefusedError
 from icemv.format.summary import TOTAL_RECORDS, summary_of
@@ -99,7 +100,7 @@ def held_tables(
     order = list(restrictions)  # whole reads first: a restricted read's partners first
     held.sort(key=lambda h: -1 if h.restriction is None else order.index(h.identifier))
     relations = {
-        table.alias_or_name: _types(schemas[source_of(table)].as_arrow())
+        table.alias_or_name: _types(arrow_schema(schemas[source_of(table)]))
         for table in query.find_all(exp.Table)
     }
     return held, relations

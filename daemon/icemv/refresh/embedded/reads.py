@@ -33,6 +33,7 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.types import DecimalType, IntegerType
 
+from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.errors import EngineRefusedError
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.pushdown import IN_LIMIT, values_filter
@@ -235,7 +236,7 @@ def appended_rows(table: Table, change: SourceChange, cache: AppendedRowsCache) 
         )
         for s in change.snapshots
     ]
-    target = schema.as_arrow()
+    target = arrow_schema(schema)
     if not pieces:
         return target.empty_table()
     rows = pa.concat_tables(pieces, promote_options="permissive")
@@ -274,7 +275,7 @@ def _added_rows(
         raise EngineRefusedError(f"append snapshot {snapshot.snapshot_id} added delete files")
     cache.count_files(len(files))
     if not files:
-        return schema.as_arrow().empty_table()
+        return arrow_schema(schema).empty_table()
     scan = ArrowScan(table.metadata, io, schema, AlwaysTrue())
     return scan.to_table([FileScanTask(f) for f in files])
 
@@ -288,7 +289,7 @@ def table_rows(
 ) -> pa.Table:
     """Every row of `table` at `snapshot_id` (None: no snapshot, no rows), `columns` only,
     typed by `schema` (the snapshot's), shared through `cache`."""
-    target = pa.schema([schema.as_arrow().field(c) for c in columns])
+    target = pa.schema([arrow_schema(schema).field(c) for c in columns])
     if snapshot_id is None:
         return target.empty_table()
     key = ("table", str(table.metadata.table_uuid), snapshot_id, schema.schema_id, *columns)
@@ -330,7 +331,7 @@ def matching_rows(
     prunes data files by the values (a list up to Iceberg's `IN_LIMIT`, else ranges
     around them: refresh/changes/pushdown.py) and filters each batch of rows as it is
     read: no file is held whole. Not cached: the rows depend on the values."""
-    target = pa.schema([schema.as_arrow().field(c) for c in columns])
+    target = pa.schema([arrow_schema(schema).field(c) for c in columns])
     field = schema.find_field(column)
     kept = [v for v in values if v is not None]
     if isinstance(field.field_type, IntegerType):

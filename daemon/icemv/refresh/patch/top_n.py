@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
+from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.errors import FullRefreshRequiredError
 from icemv.format.summary import RefreshReason
 from icemv.refresh.exec import Executor
@@ -68,4 +69,4 @@ def unreached_patch(
             RefreshReason.TOP_N_REACHED,
             f"a row gained or lost sorts before or ties the stored n-th row ({top_n.describe()})",
         )
-    return DriverPatch(0, 0, storage.as_arrow().empty_table())
+    return DriverPatch(0, 0, arrow_schema(storage).empty_table())
