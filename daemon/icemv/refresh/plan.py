@@ -44,6 +44,7 @@ from icemv.sql.analysis import (
 )
 from icemv.sql.columns import ChangeRead, change_read, nets_at_once
 from icemv.sql.delta import DeltaInputs
+from icemv.sql.memo import Memo
 from icemv.sql.parse import parse_query
 from icemv.sql.pinning import PinnedQuery, pin_sources, pin_tables
 from icemv.sql.state import StateColumn, state_query
@@ -208,17 +209,33 @@ class IncrementalPlan:
         return not self.keyed and all(c.kind == "append-only" for c in self.moved.values())
 
     def change_read(self, source: Identifier) -> ChangeRead:
-        """The columns and rows of `source` the delta needs (sql/columns.py)."""
+        """The columns and rows of `source` the delta needs (sql/columns.py); kept per
+        process by what it is a function of (`_change_reads`)."""
         table = self.base.reads.load_table(source)
         columns = tuple(f.name for f in table.schema().fields)
         analysis, keyed = self.analysis, self.analysis.keyed is not None
-        read = change_read(analysis.query, source, columns, keyed)
         recomputes = self.rereads_sources
+        key = None
+        if analysis.memo_key is not None:
+            key = (analysis.memo_key, source, columns, recomputes)
+            kept = _change_reads.get(key)
+            if kept is not None:
+                return kept
+        read = change_read(analysis.query, source, columns, keyed)
         # A top-N's reach test reads the delta's rows as they come: cancel a rewrite's
         # unchanged rows first, or a kept row of the top n looks lost (patch/top_n.py).
         top_n = isinstance(analysis, RowsAnalysis) and analysis.top_n is not None
         nets = nets_at_once(analysis.query, keyed, recomputes) and not top_n
-        return replace(read, cancel=not nets)
+        read = replace(read, cancel=not nets)
+        if key is not None:
+            _change_reads.put(key, read)
+        return read
+
+
+# Change reads by the analysis (its memo key: the view, its sources as they resolve,
+# whence its key class and top-N), the source, its columns and whether the touched
+# groups are recomputed: read only (a filter is only rendered).
+_change_reads: Memo[ChangeRead] = Memo(2048)
 
 
 def estimate_cost(

@@ -132,6 +132,8 @@ class RowsAnalysis:
     recompute_on: frozenset[Identifier] = frozenset()
     # ORDER BY ... LIMIT n at the root (sql/top_n.py); `query` is then the query without it.
     top_n: TopN | None = None
+    # As AggregateAnalysis.memo_key.
+    memo_key: Hashable | None = field(default=None, compare=False, repr=False)
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "rows"
 
@@ -158,7 +160,8 @@ class AggregateAnalysis:
     recompute_on: frozenset[Identifier] = frozenset()
     # What this analysis is a function of (`analyse`'s memo key: the view's SQL, its
     # namespace and catalog, its sources as they resolve); None where it was not kept.
-    # Patch trees built from the analysis are kept per process by it (refresh/patch/).
+    # What is derived from the analysis alone is kept per process by it: patch trees
+    # (refresh/patch/), state columns (sql/state.py), change reads (refresh/plan.py).
     memo_key: Hashable | None = field(default=None, compare=False, repr=False)
     maintainable: ClassVar[bool] = True
     shape: ClassVar[Shape] = "aggregate"
@@ -218,7 +221,7 @@ def analyse(resolver: SourceResolver, sql: str, default_namespace: tuple[str, ..
         return deepcopy(kept)
     found = _analysed(resolver, shared.copy(), default_namespace)
     if key is not None:
-        if isinstance(found, AggregateAnalysis):
+        if isinstance(found, AggregateAnalysis | RowsAnalysis):
             found = replace(found, memo_key=key)
         _analyses.put(key, deepcopy(found))
     return found

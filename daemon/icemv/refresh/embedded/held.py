@@ -38,6 +38,7 @@ from icemv.refresh.embedded.restrict import Restriction, keyed_restrictions, ter
 from icemv.refresh.plan import IncrementalPlan
 from icemv.sql.columns import source_of
 from icemv.sql.delta import DeltaInputs, touched_keys_query
+from icemv.sql.memo import Memo
 from icemv.sql.names import KEY
 from icemv.sql.spark_types import SparkType, of_arrow
 
@@ -112,7 +113,36 @@ def _restrictions(
     pins: dict[Identifier, tuple[int | None, ...]],
     schemas: dict[Identifier, Schema],
 ) -> dict[Identifier, Restriction]:
-    """The held tables the delta allows to read restricted (refresh/embedded/restrict.py)."""
+    """The held tables the delta allows to read restricted (refresh/embedded/restrict.py),
+    kept per process by what they are a function of (`_restricted`)."""
+    analysis = plan.analysis
+    key = None
+    if analysis.memo_key is not None:
+        tables = {i: plan.base.reads.load_table(i).metadata.table_uuid for i in schemas}
+        key = (analysis.memo_key, plan.may_recompute_groups, plan.keyed, whole,
+               tuple(plan.moved), tuple(pins),
+               tuple((i, str(tables[i]), s.schema_id) for i, s in schemas.items()))  # fmt: skip
+        kept = _restricted.get(key)
+        if kept is not None:
+            return kept
+    found = _restrictions_of(plan, whole, pins, schemas)
+    if key is not None:
+        _restricted.put(key, found)
+    return found
+
+
+# Restrictions by the analysis (its memo key), how the delta reads (groups recomputed,
+# keyed, moved tables held whole), the moved and held tables, and each one's schema (by
+# its table and schema id). Read only.
+_restricted: Memo[dict[Identifier, Restriction]] = Memo(1024)
+
+
+def _restrictions_of(
+    plan: IncrementalPlan,
+    whole: bool,
+    pins: dict[Identifier, tuple[int | None, ...]],
+    schemas: dict[Identifier, Schema],
+) -> dict[Identifier, Restriction]:
     query = plan.analysis.query
     if plan.may_recompute_groups:  # recomputing groups reads the sources unrestricted
         return {}
