@@ -12,6 +12,7 @@ import shutil
 import signal
 import sys
 
+import duckdb
 import pytest
 
 from icemv.config import Config
@@ -22,9 +23,11 @@ from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh import rehearsal
+from icemv.refresh.embedded import executor
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.rehearsal import rehearse_mv
 from icemv.service.refresh_workers import RefreshWorkers, _portable, choose_worker
+from icemv.sql.memo import Memo
 from tests.support.daemon import max_overlap
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
@@ -172,6 +175,21 @@ def test_an_mv_goes_to_its_home_worker_unless_another_would_idle_or_is_far_less_
     assert min(spread) >= 30, spread  # the hash spreads a fleet over both
 
 
+def _parsed_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every statement the embedded executor parses from now on (a statement
+    it has parsed before is kept: `executor._statements`)."""
+    parsed: list[str] = []
+    monkeypatch.setattr(executor, "_statements", Memo(2048))
+    real = executor._parsed  # noqa: SLF001 (the memo the executor reads)
+
+    def parsing(connection: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
+        parsed.append(sql)
+        return real(connection, sql)
+
+    monkeypatch.setattr(executor, "_parsed", parsing)
+    return parsed
+
+
 @pytest.mark.spark
 @pytest.mark.postgres
 def test_a_rehearsal_warms_a_worker_and_commits_nothing(
@@ -186,13 +204,22 @@ def test_a_rehearsal_warms_a_worker_and_commits_nothing(
     storage = Identifier((namespace,), "by_vendor__storage")
     assert rehearse_mv(lakehouse, mv) == "not fresh"  # never refreshed
     assert refresh_mv(lakehouse, mv).mode == "full"
-    assert rehearse_mv(lakehouse, mv) == "no earlier source snapshot"  # the table's first
+    # The table's first snapshot has no parent: an append of rows it holds, made up.
+    before = lakehouse.load_table(storage).metadata.current_snapshot_id
+    statements = _parsed_statements(monkeypatch)
+    assert rehearse_mv(lakehouse, mv) == "sampled"
+    assert lakehouse.load_table(storage).metadata.current_snapshot_id == before
+    rehearsed = set(statements)
+    assert rehearsed  # the delta and merge statements ran on DuckDB
     append_trips(lakehouse, namespace, [(3, "a", 2.5, D1), (4, "c", 1.0, D1)])
     assert rehearse_mv(lakehouse, mv) == "not fresh"
-    assert refresh_mv(lakehouse, mv).mode == "incremental"
+    first = refresh_mv(lakehouse, mv)
+    assert (first.mode, first.engine) == ("incremental", "duckdb")
+    assert set(statements) == rehearsed  # the first refresh ran what was rehearsed
+    assert_matches_oracle(lakehouse, mv)
     with monkeypatch.context() as patched:
         patched.setattr(rehearsal, "MAX_ROWS", 1)  # the last change appended two rows
-        assert rehearse_mv(lakehouse, mv) == "last change too large"
+        assert rehearse_mv(lakehouse, mv) == "sampled"
     workers = RefreshWorkers(test_config, 2, semantics=lambda: lakehouse.semantics)
     try:
         before = lakehouse.load_table(storage).metadata.current_snapshot_id

@@ -13,8 +13,12 @@ on the embedded engine over the storage as it is, and throws it away. The trees 
 gate answers it keeps are those of the MV's next refresh as long as the next change is
 of the same kind (an append after an append). Nothing it computes is committed or
 reported: the patch merges a change the storage already holds, so it means nothing but
-its cost. A rehearsal that cannot be made (the MV not fresh, a source without a parent
-snapshot, a last change of more than MAX_ROWS rows, a route through Spark) or that fails
+its cost. Where that last change cannot be rehearsed (a source without a parent snapshot, a last
+change of more than MAX_ROWS rows: the MV was just made, or its source just loaded), the
+rehearsal makes one up: an append of SAMPLE_ROWS of the rows that source holds
+(reads.sampled_append), the kind of change a fleet mostly meets. Measured on a new
+100-MV fleet, the first commit cost 35 ms of CPU per refresh without it.
+A rehearsal that cannot be made (the MV not fresh, a route through Spark) or that fails
 is simply skipped; the next refresh does the work.
 """
 
@@ -22,23 +26,30 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 
 import structlog
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
+from icemv.format.refresh_state import SourceState
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.history import RefreshRecord
 from icemv.mv.model import load_materialized_view
+from icemv.refresh.embedded.reads import sampled_append, shared_cache
 from icemv.refresh.embedded.route import EmbeddedRoute, choose_route
 from icemv.refresh.incremental import rehearse_patch
-from icemv.refresh.plan import plan_incremental, plan_refresh
+from icemv.refresh.plan import IncrementalPlan, plan_incremental, plan_refresh
 
 log = structlog.get_logger(__name__)
 
 # A last change of more rows is not rehearsed: warming the trees needs a few rows, and a
 # large batch (a table's first load, say) would cost its whole read again at start.
 MAX_ROWS = 100_000
+# The rows of a made-up append (a fleet's appends here: 1,000 rows).
+SAMPLE_ROWS = 1_000
 
 
 def rehearse_mv(lakehouse: Lakehouse, identifier: Identifier) -> str:
@@ -58,39 +69,68 @@ def _rehearse(lakehouse: Lakehouse, identifier: Identifier) -> str:
     record = freshness.last_refresh
     if freshness.state != "fresh" or record is None:
         return "not fresh"
-    stepped = _stepped_back(reads, record)
-    if stepped is None:
-        return "no earlier source snapshot"
     plan = plan_refresh(reads, mv, int(time.time() * 1000))
-    incremental = plan_incremental(plan, stepped, None)
-    if not incremental.moved:
-        return "no change"
-    if sum(c.changed_records for c in incremental.moved.values()) > MAX_ROWS:
-        return "last change too large"
+    incremental, outcome = None, "rehearsed"
+    stepped = _stepped_back(reads, record)
+    if stepped is not None:
+        incremental = plan_incremental(plan, stepped, None)
+        if sum(c.changed_records for c in incremental.moved.values()) > MAX_ROWS:
+            incremental = None
+    if incremental is None or not incremental.moved:
+        incremental, outcome = _sampled(plan_incremental(plan, record, None)), "sampled"
+        if incremental is None:
+            return "no table source"
     route = choose_route(incremental, lakehouse)
     if not isinstance(route, EmbeddedRoute):
         return "not on the embedded engine"
-    return rehearse_patch(incremental, route)
+    done = rehearse_patch(incremental, route)
+    return outcome if done == "rehearsed" else done
+
+
+def _sampled(plan: IncrementalPlan) -> IncrementalPlan | None:
+    """`plan` (nothing moved) with a made-up append of SAMPLE_ROWS rows to the table
+    source committed to last (reads.sampled_append)."""
+    latest = _latest_source(plan.base.reads, plan.base.pinned.sources)
+    if latest is None:
+        return None
+    position, table, snapshot = latest
+    source = plan.base.pinned.sources[position]
+    identifier = Identifier(source.namespace, source.name)
+    cache = shared_cache(plan.base.reads.lakehouse.config.refresh.embedded_cache_bytes)
+    change = sampled_append(identifier, table, snapshot.snapshot_id, SAMPLE_ROWS, cache)
+    changes = {**plan.changes, identifier: change}
+    return dataclasses.replace(plan, changes=changes, moved={identifier: change})
 
 
 def _stepped_back(reads: CatalogReads, record: RefreshRecord) -> RefreshRecord | None:
     """`record` with the table source committed to last at its recorded snapshot's parent
     (the change the MV absorbed last; a fact table's append rather than its dimension's)."""
-    latest: tuple[int, int, int] | None = None  # (committed at, source, parent snapshot)
-    for position, source in enumerate(record.state.source_states):
-        if source.type != "table" or source.snapshot_id is None:
-            continue
-        table = reads.load_table(Identifier(source.namespace, source.name))
-        snapshot = table.snapshot_by_id(source.snapshot_id)
-        parent = snapshot.parent_snapshot_id if snapshot is not None else None
-        if snapshot is None or parent is None or table.snapshot_by_id(parent) is None:
-            continue
-        if latest is None or snapshot.timestamp_ms > latest[0]:
-            latest = (snapshot.timestamp_ms, position, parent)
+    latest = _latest_source(reads, record.state.source_states)
     if latest is None:
         return None
-    _, position, parent = latest
+    position, table, snapshot = latest
+    parent = snapshot.parent_snapshot_id
+    if parent is None or table.snapshot_by_id(parent) is None:
+        return None
     sources = list(record.state.source_states)
     sources[position] = dataclasses.replace(sources[position], snapshot_id=parent)
     state = dataclasses.replace(record.state, source_states=tuple(sources))
     return dataclasses.replace(record, state=state)
+
+
+def _latest_source(
+    reads: CatalogReads, sources: Sequence[SourceState]
+) -> tuple[int, Table, Snapshot] | None:
+    """The table source whose snapshot among `sources` was committed last: its position,
+    its table, that snapshot."""
+    latest: tuple[int, Table, Snapshot] | None = None
+    for position, source in enumerate(sources):
+        if source.type != "table" or source.snapshot_id is None:
+            continue
+        table = reads.load_table(Identifier(source.namespace, source.name))
+        snapshot = table.snapshot_by_id(source.snapshot_id)
+        if snapshot is None:
+            continue
+        if latest is None or snapshot.timestamp_ms > latest[2].timestamp_ms:
+            latest = (position, table, snapshot)
+    return latest

@@ -17,6 +17,7 @@ the others, not read again.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -35,6 +36,7 @@ from pyiceberg.types import DecimalType, IntegerType
 
 from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.errors import EngineRefusedError
+from icemv.identifiers import Identifier
 from icemv.refresh.changes.classify import SourceChange
 from icemv.refresh.changes.pushdown import IN_LIMIT, values_filter
 from icemv.sql.memo import Memo
@@ -247,11 +249,45 @@ def appended_change_rows(table: Table, change: SourceChange, cache: AppendedRows
     """`appended_rows` with WEIGHT 1 on each: one object per range and process while the
     cache keeps it, so that every MV reading the range registers the same rows
     (DuckDBExecutor.add_rows, shared)."""
-    schema = read_schema(table, change)
-    key = ("appended", str(table.metadata.table_uuid),
-           tuple(s.snapshot_id for s in change.snapshots), schema.schema_id)  # fmt: skip
-
+    key = _appended_key(table, change)
     return cache.piece(key, lambda: weighted(appended_rows(table, change, cache), 1))
+
+
+def _appended_key(table: Table, change: SourceChange) -> PieceKey:
+    schema = read_schema(table, change)
+    return ("appended", str(table.metadata.table_uuid),
+            tuple(s.snapshot_id for s in change.snapshots), schema.schema_id)  # fmt: skip
+
+
+def sampled_append(
+    identifier: Identifier,
+    table: Table,
+    snapshot_id: int,
+    max_rows: int,
+    cache: AppendedRowsCache,
+) -> SourceChange:
+    """A make-believe append to `table` at `snapshot_id` of rows its data files hold (at
+    most `max_rows` of its smallest live data file, deletes not applied: the values
+    matter, not whether they are live; read once while the cache keeps them), for a
+    rehearsal (refresh/rehearsal.py): a range of no snapshots, from
+    `snapshot_id` to itself, whose change rows `appended_change_rows` finds kept under the
+    range's key. No real range is empty (an append-only range holds at least one
+    snapshot), so no refresh ever reads them; rows the cache has let go read as none."""
+    change = SourceChange(identifier, snapshot_id, snapshot_id, "append-only", (), 0, 0)
+    schema = read_schema(table, change)
+
+    def sample() -> pa.Table:
+        files = [task.file for task in table.scan(snapshot_id=snapshot_id).plan_files()]
+        if not files:
+            return weighted(arrow_schema(schema).empty_table(), 1)
+        smallest = min(files, key=lambda f: f.file_size_in_bytes)
+        scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue(), limit=max_rows)
+        rows = scan.to_table([FileScanTask(smallest)])
+        target = arrow_schema(schema)  # as appended_rows types them
+        return weighted(rows if rows.schema == target else rows.cast(target), 1)
+
+    rows = cache.piece(_appended_key(table, change), sample)
+    return dataclasses.replace(change, changed_records=rows.num_rows)
 
 
 def weighted(rows: pa.Table, weight: int) -> pa.Table:
