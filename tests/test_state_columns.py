@@ -163,6 +163,42 @@ def test_decimal_average_keeps_spark_precision(lakehouse: Lakehouse, namespace: 
     _refresh(lakehouse, mv)
 
 
+def test_a_decimal_average_half_way_merges_without_a_recompute(
+    lakehouse: Lakehouse, namespace: str
+) -> None:
+    """Groups whose average is exactly half-way at AVG's 6 places (one cent over 32 rows:
+    0.0003125), which Spark rounds away from zero: the merge's quotient is exact, and
+    rounding it once gives Spark's value (decimals.half_way), so the embedded engine
+    merges them instead of recomputing the groups."""
+    schema = pa.schema([("k", pa.string()), ("amount", pa.decimal128(12, 2))])
+    table = lakehouse.catalog.create_table(
+        (namespace, "cents"), schema=schema, properties={"format-version": "2"}
+    )
+
+    def append(rows: list[tuple[str, str]]) -> None:
+        table.append(pa.Table.from_pylist(
+            [{"k": k, "amount": decimal.Decimal(a)} for k, a in rows], schema=schema
+        ))  # fmt: skip
+
+    append([(k, "0.00") for k in ("up", "down") for _ in range(31)])
+    append([("wide", "0.00")] * 62 + [("wide", "0.01")])  # 64 rows, two cents, once appended
+    mv = _mv(
+        lakehouse, namespace, "cent_means",
+        "SELECT k, avg(amount) AS mean, count(*) AS n FROM cents GROUP BY k",
+    )  # fmt: skip
+    append([("up", "0.01"), ("down", "-0.01"), ("wide", "0.01")])
+    result = refresh_mv(lakehouse, mv)
+    assert (result.mode, result.engine) == ("incremental", "duckdb"), result
+    assert_matches_oracle(lakehouse, mv)
+    storage = lakehouse.load_table(load_materialized_view(lakehouse, mv).storage)
+    means = {r["k"]: r["mean"] for r in storage.scan().to_arrow().to_pylist()}
+    assert means == {
+        "up": decimal.Decimal("0.000313"),
+        "down": decimal.Decimal("-0.000313"),
+        "wide": decimal.Decimal("0.000313"),
+    }
+
+
 def test_an_mv_over_an_mv_never_sees_state(lakehouse: Lakehouse, namespace: str) -> None:
     create_trips(lakehouse, namespace, rows=ROWS)
     _mv(lakehouse, namespace, "stats", STATS)

@@ -3,6 +3,8 @@ the same expressions (`spark.sql(...).schema`, checked on the project's Spark)."
 
 from __future__ import annotations
 
+import decimal
+
 import pytest
 from sqlglot import exp
 
@@ -13,6 +15,7 @@ from icemv.sql.decimals import (
     avg_type,
     divide,
     exact_sum,
+    half_way,
     multiply,
     overflows,
     sum_type,
@@ -59,3 +62,37 @@ def test_sums_at_precision_38_add_narrowed_and_report_what_does_not_narrow() -> 
     )
     # Scale 6 or less keeps its scale past 38 digits: no narrowing needed.
     assert overflows(exp.column("a"), DecimalType(38, 4)) == exp.false()
+
+
+@pytest.mark.parametrize(("s", "r", "c"), [(0, 0, 2), (0, 1, 3), (0, 2, 4)])
+def test_rounding_twice_differs_only_for_groups_of_many_rows(s: int, r: int, c: int) -> None:
+    """`half_way`'s argument, on every sum of a range and every count up to ten times the
+    bound: the quotient rounded HALF_UP to c places, then to r, differs from the exact
+    quotient rounded once only where the count reaches 2 * 10^(c-s-r-1), and then the
+    c-place quotient is half-way (the bound is loose: the first such count is larger)."""
+    context = decimal.Context(prec=60)
+    at_c, at_r = decimal.Decimal(1).scaleb(-c), decimal.Decimal(1).scaleb(-r)
+    bound = 2 * 10 ** (c - s - r - 1)
+    differ = 0
+    for n in range(1, 10 * bound):
+        for total in range(-2 * n * 10**s, 2 * n * 10**s, 3):
+            exact = context.divide(decimal.Decimal(total).scaleb(-s), decimal.Decimal(n))
+            q = exact.quantize(at_c, decimal.ROUND_HALF_UP, context)
+            twice = q.quantize(at_r, decimal.ROUND_HALF_UP, context)
+            once = exact.quantize(at_r, decimal.ROUND_HALF_UP, context)
+            if twice != once:
+                differ += 1
+                assert n >= bound, (total, n)
+                assert q.quantize(at_r / 10, context=context) == q and q != exact
+    assert differ  # rounding twice does differ, past the bound
+
+
+def test_the_half_way_test_asks_for_many_rows_or_none() -> None:
+    quotient, count = exp.column("q"), exp.column("n")
+    total, result = DecimalType(22, 2), avg_type(DecimalType(12, 2))
+    computed = divide(total, COUNT_DECIMAL)  # DECIMAL(38, 18): 2 * 10^9 rows
+    test = half_way(quotient, computed, result, total, count).sql()
+    assert "n >= 2000000000" in test
+    wide = DecimalType(38, 37)  # a quotient of 37 places over sums of scale 0
+    assert half_way(quotient, wide, DecimalType(38, 6), DecimalType(38, 0), count) == exp.false()
+    assert half_way(quotient, result, result, total, count) == exp.false()  # rounded once

@@ -120,12 +120,32 @@ def overflows(value: exp.Expr, total: DecimalType) -> exp.Expr:
     )
 
 
-def half_way(quotient: exp.Expr, computed: DecimalType, result: DecimalType) -> exp.Expr:
-    """Whether casting `quotient` (already rounded HALF_UP to `computed.scale` places) to
-    `result`'s fewer places could round differently from Spark's AVG, which rounds the
-    exact quotient once: only when the digits past `result.scale` are exactly 5000...
-    (FALSE when nothing is rounded twice)."""
+def half_way(
+    quotient: exp.Expr,
+    computed: DecimalType,
+    result: DecimalType,
+    total: DecimalType,
+    count: exp.Expr,
+) -> exp.Expr:
+    """Whether casting `quotient` (the sum of type `total` over `count` rows, rounded
+    HALF_UP to `computed.scale` places) to `result`'s fewer places could round
+    differently from Spark's AVG (FALSE when nothing is rounded twice).
+
+    Spark divides to 38 places or more, then rounds HALF_UP to the result's scale r; the
+    cast rounds HALF_UP too (DuckDB rounds a DECIMAL half away from zero). Both agree but
+    where the quotient, rounded to c = `computed.scale` places, lands exactly half-way
+    between two values of scale r while the exact quotient x does not. With s the sum's
+    scale and n the count, x = S / (10^s n) for an integer S, and a half-way value is
+    h = H / 10^(r+1) for an integer H, so x - h = (S 10^(r+1) - H 10^s n) / (10^(s+r+1) n):
+    x != h means |x - h| >= 1 / (10^(s+r+1) n). Rounding to c places moves x by at most
+    10^-c / 2, so it reaches h from x != h only if n >= 2 * 10^(c-s-r-1). (x == h has r+1
+    <= c places: the quotient is x itself, which both round once, alike.) So only groups
+    of at least that many rows whose quotient's digits past r are exactly 5000... are
+    suspects: none for a DECIMAL(12, 2) AVG of fewer than 2 * 10^9 rows."""
     if computed.scale <= result.scale:
+        return exp.false()
+    exponent = computed.scale - total.scale - result.scale - 1
+    if exponent > 18:  # 2 * 10^19 rows: more than a BIGINT count holds
         return exp.false()
     one_more = DecimalType(MAX_PRECISION, result.scale + 1)
     shorter = cast(quotient.copy(), one_more)
@@ -133,4 +153,8 @@ def half_way(quotient: exp.Expr, computed: DecimalType, result: DecimalType) -> 
         this=exp.Cast(this=shorter.copy(), to=exp.DataType.build("STRING")),
         expression=exp.Literal.string("5(E[-+]?[0-9]+)?$"),
     )
-    return exp.and_(exp.EQ(this=quotient.copy(), expression=shorter), last_digit_five)
+    digits = exp.and_(exp.EQ(this=quotient.copy(), expression=shorter), last_digit_five)
+    if exponent <= 0:
+        return digits
+    many = exp.GTE(this=count, expression=exp.Literal.number(2 * 10**exponent))
+    return exp.and_(many, digits)

@@ -25,8 +25,9 @@ add without rounding, and a group whose sums overflow (stored NULL with inputs l
 delta sum NULL with inputs, an addend too wide to add exactly) is recomputed. Spark's AVG
 rounds sum / count once to its type; the merge divides, `sum / CAST(count AS DECIMAL(20,
 0))`, and casts to AVG's type, which rounds the same when that division keeps at least
-AVG's places and the digits it rounds are not exactly half a unit (a group where they are
-is recomputed); otherwise the touched groups are recomputed (`recompute` says why). The
+AVG's places, unless a group of billions of rows lands exactly half a unit away
+(`decimals.half_way` says when and why; such a group is recomputed); otherwise the
+touched groups are recomputed (`recompute` says why). The
 quotient, read by the value and by the half-way test, is one let (`MergeRules.lets`, see
 keyed.KeyedMerge): the same value of the same joined row wherever it is read, so naming
 it changes no result.
@@ -377,9 +378,8 @@ def _decimal_rule(
     quotient = f"__icemv_q{index}"
     rules.lets[quotient] = _div(summed, decimals.cast(new_count.copy(), decimals.COUNT_DECIMAL))
     rules.values[output] = if_(empty, exp.null(), decimals.cast(let(quotient), result))
-    rules.unknown.append(
-        exp.and_(exp.Not(this=empty.copy()), decimals.half_way(let(quotient), computed, result))
-    )
+    half_way = decimals.half_way(let(quotient), computed, result, total, new_count.copy())
+    rules.unknown.append(exp.and_(exp.Not(this=empty.copy()), half_way))
 
 
 def _deviation_rule(
