@@ -18,6 +18,7 @@ import pytest
 
 from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config, parse_config
+from icemv.config.model import SparkConfig
 from icemv.lakehouse import Lakehouse
 from tests.support.engines import summary_lines
 from tests.support.kafka_broker import kafka_broker  # noqa: F401  (session fixture)
@@ -171,6 +172,10 @@ def warehouse_section(
     return server.warehouse(server.create_bucket())
 
 
+# The JDBC drivers a JDBC catalog's Spark session loads, where they are installed.
+JDBC_DRIVER_JARS = [jar for jar in SparkConfig().jdbc_driver_jars if os.path.exists(jar)]
+
+
 @pytest.fixture(scope="session")
 def test_config(
     pg_database: str,
@@ -186,7 +191,8 @@ def test_config(
     # Each storage kind has its own catalog database: a daemon polls every MV it finds.
     database = pg_database if storage_kind == "local" else create_database(pg_admin_url)
     catalog: dict[str, str] = {"uri": database}
-    if catalog_kind == "rest":
+    rest = catalog_kind == "rest"
+    if rest:
         server: RestCatalogServer = request.getfixturevalue("rest_catalog")
         catalog = rest_catalog_section(server)
     yield parse_config(
@@ -195,11 +201,16 @@ def test_config(
             "catalog": catalog,
             "warehouse": warehouse_section(storage_kind, root, request),
             # The S3 jars are always on the classpath: the first session starts the one JVM.
+            # So are the JDBC drivers, which icemv adds for a JDBC catalog only: a run whose
+            # first session is a REST one would leave the JDBC tests without them.
             "spark": {
                 "master": "local[2]",
                 "driver_memory": "1g",
                 "shuffle_partitions": 2,
-                "extra_jars": s3_test_jars(),
+                "extra_jars": [
+                    *s3_test_jars(),
+                    *(JDBC_DRIVER_JARS if catalog_kind == "rest" else []),
+                ],
             },
         }
     )
