@@ -28,9 +28,10 @@ rounds sum / count once to its type; the merge divides, `sum / CAST(count AS DEC
 AVG's places, unless a group of billions of rows lands exactly half a unit away
 (`decimals.half_way` says when and why; such a group is recomputed); otherwise the
 touched groups are recomputed (`recompute` says why). The
-quotient, read by the value and by the half-way test, is one let (`MergeRules.lets`, see
-keyed.KeyedMerge): the same value of the same joined row wherever it is read, so naming
-it changes no result.
+merged sum and count, read by the quotient (whose DECIMAL division repeats each three
+times), and the quotient, read by the value and by the half-way test, are lets
+(`MergeRules.lets`, see keyed.KeyedMerge): the same value of the same joined row wherever
+it is read, so naming it changes no result.
 
 Floating-point SUM and AVG merge deletes through an error bound (`_icemv_error_c`,
 sql/state.py). Every sum the stored value went through, Spark's first sum of the group and
@@ -91,6 +92,30 @@ def unit_weight() -> exp.Expr:
     return if_(exp.GT(this=col(WEIGHT), expression=num(0)), num(1), num(-1))
 
 
+def row_weight(exploded: bool, insert_only: bool) -> exp.Expr:
+    """The weight the grouped delta reads each of its rows with.
+
+    Insert-only (the view delta removes no row: no source lost rows, not keyed), every
+    change row is one appended row of weight 1 (refresh/embedded/reads.py and the Spark
+    change reader write it so), and each delta row carries the weight of the change row it
+    came from (sql/delta.py: inner joins, filters, projections, UNION ALL): every weight is
+    the literal 1, and a delta exploded to one row per unit of weight is the delta itself.
+    Written so, the delta's SQL drops the explode and every test of the weight's sign,
+    which changes no value and plans faster (a DECIMAL delta of 1,000 rows: 1.9 -> 1.1 ms
+    in DuckDB here)."""
+    if insert_only:
+        return num(1)
+    return unit_weight() if exploded else col(WEIGHT)
+
+
+def _by_sign(weight: exp.Expr, positive: exp.Expr, negative: exp.Expr) -> exp.Expr:
+    """`positive` for a row of positive weight, else `negative`; without the test where the
+    weight is the literal 1 (`row_weight`)."""
+    if weight == num(1):
+        return positive
+    return if_(exp.GT(this=weight.copy(), expression=num(0)), positive, negative)
+
+
 def _stored(name: str) -> exp.Column:
     return col(name, "t")
 
@@ -143,15 +168,17 @@ def merge_rules(
     outputs: Sequence[str],
     state: Sequence[StateColumn],
     types: Mapping[str, IcebergType],
+    insert_only: bool = False,
 ) -> MergeRules:
-    """Rules for every aggregate of `analysis` (its storage columns are `outputs`)."""
+    """Rules for every aggregate of `analysis` (its storage columns are `outputs`);
+    `insert_only`: for a delta that removes no row (`row_weight`)."""
     exploded = any(
         a.func in DEVIATIONS
         or (a.func in ("sum", "avg") and _decimal(types, outputs[a.position], a, state))
         for a in analysis.aggregates
     )
-    rules = MergeRules(exploded=exploded)
-    weight = unit_weight() if rules.exploded else col(WEIGHT)
+    rules = MergeRules(exploded=exploded and not insert_only)
+    weight = row_weight(exploded, insert_only)
     names = {c.name for c in state}
     for index, aggregate in enumerate(analysis.aggregates):
         output = outputs[aggregate.position]
@@ -203,11 +230,13 @@ def _rule(
         return
     if func in ("min", "max"):
         extreme = exp.Min if func == "min" else exp.Max
-        inserted = if_(exp.GT(this=weight.copy(), expression=num(0)), argument.copy(), exp.null())
+        inserted = _by_sign(weight, argument.copy(), exp.null())
         rules.deltas[delta] = extreme(this=inserted)
         pick = exp.Least if func == "min" else exp.Greatest
         rules.values[output] = pick(this=_stored(output), expressions=[_delta(delta)])
-        if state:  # deletes merge unless one takes a value at (or past) the stored bound
+        # Deletes merge unless one takes a value at (or past) the stored bound (with state;
+        # an insert-only delta deletes nothing: `row_weight`).
+        if state and weight != num(1):
             removed = f"__icemv_dx{index}"
             deleted = if_(
                 exp.LT(this=weight.copy(), expression=num(0)), argument.copy(), exp.null()
@@ -266,7 +295,7 @@ def _rule(
         rules.values[output] = if_(empty, exp.null(), mean)
         return
     if func in DEVIATIONS:
-        _deviation_rule(rules, func, index, output, argument, new_count)
+        _deviation_rule(rules, func, index, output, argument, weight, new_count)
         return
     raise ValueError(f"{func} has no merge rule")
 
@@ -343,8 +372,7 @@ def _decimal_rule(
     assert isinstance(stored_type, DecimalType)
     total = decimals.DecimalType(stored_type.precision, stored_type.scale)
     delta, inputs = f"__icemv_d{index}", f"__icemv_dn{index}"
-    signed = if_(exp.GT(this=sign, expression=num(0)), argument.copy(), exp.Neg(
-        this=paren(argument.copy())))  # fmt: skip
+    signed = _by_sign(sign, argument.copy(), exp.Neg(this=paren(argument.copy())))
     rules.deltas[delta] = sum_(signed)
     rules.deltas[inputs] = exp.Count(this=argument.copy())
     stored, change = _stored(name), _delta(delta)
@@ -353,6 +381,12 @@ def _decimal_rule(
         coalesce(change.copy(), decimals.zero(total)),
         total,
     )
+    if func == "avg":  # read again by the quotient (below), thrice each: lets
+        count = state_name("count", output)
+        rules.lets[f"__icemv_count{index}"] = rules.values[count]
+        rules.values[count] = new_count = let(f"__icemv_count{index}")
+        rules.lets[f"__icemv_sum{index}"] = summed
+        summed = let(f"__icemv_sum{index}")
     empty = _eq(new_count.copy(), num(0))
     rules.values[name] = if_(empty.copy(), exp.null(), summed.copy())
     rules.unknown += [
@@ -374,7 +408,7 @@ def _decimal_rule(
             f"fewer than its {result.scale}"
         )
         return
-    # The quotient is read by the value and three times by its half-way test: one let.
+    # The quotient is read by the value and three times by its half-way test: a let too.
     quotient = f"__icemv_q{index}"
     rules.lets[quotient] = _div(summed, decimals.cast(new_count.copy(), decimals.COUNT_DECIMAL))
     rules.values[output] = if_(empty, exp.null(), decimals.cast(let(quotient), result))
@@ -388,13 +422,21 @@ def _deviation_rule(
     index: int,
     output: str,
     argument: exp.Expr,
+    weight: exp.Expr,
     new_count: exp.Expr,
 ) -> None:
     """(n, mean, M2) of the deleted rows out, of the inserted rows in (rows exploded)."""
     value = _cast(argument.copy(), "DOUBLE")
     sides = {}
     for side, sign in (("i", exp.GT), ("d", exp.LT)):
-        picked = if_(sign(this=col(WEIGHT), expression=num(0)), value.copy(), exp.null())
+        if weight == num(1):  # insert-only (`row_weight`): no row is deleted, (0, 0, 0)
+            if side == "d":  # as COUNT and the COALESCEd AVG and M2 of no rows type them
+                sides[side] = (_cast(num(0), "BIGINT"), _cast(num(0), "DOUBLE"),
+                               _cast(num(0), "DOUBLE"))  # fmt: skip
+                continue
+            picked = value.copy()
+        else:
+            picked = if_(sign(this=col(WEIGHT), expression=num(0)), value.copy(), exp.null())
         n, mu, m2 = (f"__icemv_{side}{part}{index}" for part in ("n", "mean", "m2"))
         rules.deltas[n] = exp.Count(this=picked.copy())
         rules.deltas[mu] = coalesce(exp.Avg(this=picked.copy()), num(0))

@@ -38,7 +38,7 @@ from sqlglot import exp
 from icemv.errors import FullRefreshRequiredError
 from icemv.format.summary import RefreshReason
 from icemv.refresh.exec import Executor, spark_of
-from icemv.refresh.patch.aggregate_rules import merge_rules, unit_weight
+from icemv.refresh.patch.aggregate_rules import merge_rules, row_weight
 from icemv.refresh.patch.keyed import KeyedMerge, rewrite_from_driver, spark_merge, without_stored
 from icemv.refresh.patch.model import PatchTarget, StoragePatch
 from icemv.refresh.patch.sqltree import (
@@ -153,10 +153,10 @@ def _merge_trees(inputs: _MergeInputs) -> _MergeTrees | str:
     analysis, pre_delta, outputs = inputs.analysis, inputs.pre_delta, inputs.outputs
     with_deletes, state, types = inputs.with_deletes, inputs.state, inputs.types
     keys = _group_keys(analysis, outputs)
-    rules = merge_rules(analysis, outputs, state, types)
+    rules = merge_rules(analysis, outputs, state, types, insert_only=not with_deletes)
     if rules.recompute is not None:
         return rules.recompute
-    weight = unit_weight() if rules.exploded else col(WEIGHT)
+    weight = row_weight(rules.exploded, insert_only=not with_deletes)
     projections: list[exp.Expr] = [col(alias) for _, alias in keys]
     projections.append(aliased(sum_(weight.copy()), DELTA_COUNT))
     projections += [aliased(expression, alias) for alias, expression in rules.deltas.items()]

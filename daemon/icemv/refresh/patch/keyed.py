@@ -94,12 +94,13 @@ class KeyedMerge:
 
     Every expression is copied where it is used: a sqlglot node belongs to one tree.
 
-    `lets` name values of the joined row (over `t` and `s`) that the other expressions
-    read as `let(name)`, several times each (an AVG's quotient in its value and its
-    half-way test). The driver rewrite computes each once per row, in a SELECT under the
-    one that reads them; MERGE and its counts write them out in place. Both mean the
-    same: a let reads the row it is used in, `t` NULL where no storage row matched, so an
-    INSERT's let is the let without the stored row.
+    `lets` name values of the joined row (over `t` and `s`, and the lets before them)
+    that the other expressions read as `let(name)`, several times each (an AVG's merged
+    sum and count, read by its quotient, the quotient by its value and its half-way
+    test). The driver rewrite computes each once per row, in a SELECT under the ones that
+    read it; MERGE and its counts write them out in place. Both mean the same: a let
+    reads the row it is used in, `t` NULL where no storage row matched, so an INSERT's let
+    is the let without the stored row.
     """
 
     source: str  # temp view of the source rows
@@ -118,8 +119,9 @@ class KeyedMerge:
         def each(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Column) and node.table == LET:
                 value = self.lets[node.name]
+                value = value.copy() if stored else without_stored(value)
                 # A tree built here has no precedence but its Paren nodes.
-                return paren(value.copy() if stored else without_stored(value))
+                return paren(value.transform(each, copy=False))  # the lets it reads
             return node
 
         return expression.copy().transform(each)
@@ -248,23 +250,39 @@ def _over_lets(
     joined: Callable[..., exp.Select],
 ) -> exp.Select:
     """`row` over the join, with each let computed once per joined row by a SELECT under
-    it, which also names every `t` and `s` column the row reads (`__icemv_t_<name>`,
-    `__icemv_s_<name>`: the two sides may share names); the row reads them from it (`j`)."""
-    below: dict[str, exp.Expr] = {name: value.copy() for name, value in lets.items()}
+    it: the lets that read no let in the SELECT over the join, which also names every `t`
+    and `s` column read above it (`__icemv_t_<name>`, `__icemv_s_<name>`: the two sides
+    may share names), each further let in a SELECT of its own depth over it (all `j`)."""
+    layers: list[dict[str, exp.Expr]] = []
+    depth: dict[str, int] = {}
+    for name, value in lets.items():  # a let reads only lets before it
+        read = [depth[c.name] + 1 for c in value.find_all(exp.Column) if c.table == LET]
+        depth[name] = max(read, default=0)
+        if depth[name] == len(layers):
+            layers.append({})
+        layers[depth[name]][name] = value.copy()
+    lifted_columns: dict[str, exp.Expr] = {}
 
     def lifted(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and node.table in ("t", "s"):
             name = f"__icemv_{node.table}_{node.name}"
-            below.setdefault(name, col(node.name, node.table))
+            lifted_columns.setdefault(name, col(node.name, node.table))
             return col(name, "j")
         if isinstance(node, exp.Column) and node.table == LET:
             return col(node.name, "j")
         return node
 
+    for layer in layers[1:]:  # their own new trees: lifted in place
+        for name, value in layer.items():
+            layer[name] = value.transform(lifted, copy=False)
     # The row's expressions are the caller's own new trees: lifted in place, not copied.
     above = [expression.transform(lifted, copy=False) for expression in row]
-    inner = joined(*[aliased(value, name) for name, value in below.items()])
-    return exp.select(*above).from_(subquery(inner, "j"), copy=False)
+    below = {**layers[0], **lifted_columns}
+    query = joined(*[aliased(value, name) for name, value in below.items()])
+    for layer in layers[1:]:
+        values = [aliased(value, name) for name, value in layer.items()]
+        query = exp.select(exp.Star(), *values).from_(subquery(query, "j"), copy=False)
+    return exp.select(*above).from_(subquery(query, "j"), copy=False)
 
 
 @dataclass(frozen=True)
