@@ -7,25 +7,41 @@ asserts that main is still at the snapshot the refresh was planned from, so a de
 applied exactly once without a private branch.
 
 The one module that uses pyiceberg internals (`_MergeAppendFiles`, `_OverwriteFiles`,
-`_dataframe_to_data_files`, `UpdateTableMetadata.commit`, `Transaction._updates`): they
+`_dataframe_to_data_files` and the pieces of its writer `_data_files` keeps per table,
+`UpdateTableMetadata.commit`, `Transaction._updates`): they
 tie icemv to pyiceberg 0.12.*, so they stay fenced here (ruff SLF001 is allowed in this
 file only).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import DataFile, ManifestFile
+from pyiceberg.io.pyarrow import StatisticsCollector, data_file_statistics_from_parquet_metadata
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+)
+from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.locations import LocationProvider, load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import UpdateTableMetadata
 from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
-from pyiceberg.utils.properties import property_as_bool
+from pyiceberg.typedef import Record
+from pyiceberg.types import PrimitiveType
+from pyiceberg.utils.properties import property_as_bool, property_as_int
 
 from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.catalog.metadata_updates import applied
@@ -36,6 +52,7 @@ from icemv.refresh.embedded.reads import (
     shared_cache,
     stored_file_key,
 )
+from icemv.sql.memo import Memo
 
 
 def commit_rows(
@@ -51,8 +68,6 @@ def commit_rows(
     `storage` must be the table as loaded when the refresh was planned: its main ref is
     the commit's precondition.
     """
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
     if storage.metadata.current_snapshot_id != planned_from:
         raise StorageCommitConflictError(f"storage moved since {planned_from}")
     rows = conform_to_storage(rows, storage)
@@ -71,11 +86,7 @@ def commit_rows(
             producer.delete_data_file(data_file)
         written: list[DataFile] = []
         if rows.num_rows:
-            written = list(
-                _dataframe_to_data_files(
-                    transaction.table_metadata, rows, storage.io, write_uuid=producer.commit_uuid
-                )
-            )
+            written = _data_files(transaction.table_metadata, rows, storage, producer.commit_uuid)
             for data_file in written:
                 producer.append_data_file(data_file)
         # One file of an unpartitioned table holds exactly `rows`: the next refresh that
@@ -92,6 +103,117 @@ def commit_rows(
         for data_file in written:  # as a manifest read gives it (a file's spec is not in it)
             data_file.spec_id = committed.metadata.default_spec_id
         committed_live_files(storage, planned_from, snapshot_id, replaces, written)
+
+
+def _data_files(
+    metadata: TableMetadata, rows: pa.Table, storage: Table, write_uuid: uuid.UUID
+) -> list[DataFile]:
+    """`rows` (conformed to the storage) as data files of the table: one file written here
+    when the table is unpartitioned, its columns primitive and the rows under its target
+    file size (a small patch), else pyiceberg's writer.
+
+    pyiceberg's `_dataframe_to_data_files` works out afresh, for every file it writes,
+    what the table's schema and properties fix: the schema the rows are written under
+    (converted from Arrow, sanitized, projected with field ids), the Parquet options and
+    the statistics to keep: 1.3 ms of a one-file commit here, against 0.6 ms for the
+    same file written with those kept (`_FileLayout`). The file is the one pyiceberg
+    writes (its name, schema, options and statistics: its own functions build them).
+    """
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    layout = _file_layout(metadata)
+    if layout is None or rows.nbytes > layout.target_size:
+        return list(_dataframe_to_data_files(metadata, rows, storage.io, write_uuid=write_uuid))
+    if rows.schema != layout.arrow:
+        rows = rows.rename_columns(layout.arrow.names).cast(layout.arrow)
+    path = layout.locations.new_data_location(f"00000-0-{write_uuid}.parquet")
+    output = storage.io.new_output(path)
+    with output.create(overwrite=True) as stream:
+        writer = pq.ParquetWriter(
+            stream, schema=layout.arrow, store_decimal_as_integer=True, **layout.options
+        )
+        writer.write_table(rows, row_group_size=layout.row_group_size)
+        writer.close()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=writer.writer.metadata,
+        stats_columns=layout.statistics,
+        parquet_column_mapping=layout.column_ids,
+    )
+    data_file = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        file_size_in_bytes=len(output),
+        sort_order_id=None,
+        spec_id=metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )
+    return [data_file]
+
+
+@dataclass(frozen=True)
+class _FileLayout:
+    """What a table's schema, properties and location fix for each data file written."""
+
+    arrow: pa.Schema  # the rows as written: sanitized names, field ids
+    options: dict[str, Any]  # the Parquet writer's, from the table's properties
+    row_group_size: int
+    target_size: int
+    statistics: dict[int, StatisticsCollector]
+    column_ids: dict[str, int]
+    locations: LocationProvider
+
+
+_layouts: Memo[tuple[_FileLayout | None]] = Memo(256)  # (None,): pyiceberg writes
+
+
+def _file_layout(metadata: TableMetadata) -> _FileLayout | None:
+    """The table's `_FileLayout`, kept per process; None where pyiceberg writes the
+    files (a partitioned table, nested columns, Parquet not the write format)."""
+    from pyiceberg.io.pyarrow import (
+        ParquetFormatModel,
+        _get_parquet_writer_kwargs,
+        _to_requested_schema,
+        compute_statistics_plan,
+        parquet_path_to_id_mapping,
+    )
+
+    schema, properties = metadata.schema(), metadata.properties
+    key = (schema.schema_id, schema.fields, tuple(sorted(properties.items())),
+           metadata.location, metadata.default_spec_id)  # fmt: skip
+    kept = _layouts.get(key)
+    if kept is not None:
+        return kept[0]
+    layout = None
+    file_format = properties.get(
+        TableProperties.WRITE_FILE_FORMAT, TableProperties.WRITE_FILE_FORMAT_DEFAULT
+    )
+    primitive = all(isinstance(f.field_type, PrimitiveType) for f in schema.fields)
+    if metadata.spec().is_unpartitioned() and primitive and file_format.lower() == "parquet":
+        file_schema = sanitize_column_names(schema)
+        empty = pa.RecordBatch.from_pylist([], schema=arrow_schema(schema))
+        arrow = _to_requested_schema(
+            file_schema, schema, empty, include_field_ids=True,
+            format_model=ParquetFormatModel(),
+        ).schema  # fmt: skip
+        layout = _FileLayout(
+            arrow=arrow,
+            options=_get_parquet_writer_kwargs(properties),
+            row_group_size=property_as_int(properties, TableProperties.PARQUET_ROW_GROUP_LIMIT,
+                                           TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT)
+            or TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT,
+            target_size=property_as_int(properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                                        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
+            or TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+            statistics=compute_statistics_plan(file_schema, properties),
+            column_ids=parquet_path_to_id_mapping(file_schema),
+            locations=load_location_provider(metadata.location, properties),
+        )  # fmt: skip
+    _layouts.put(key, (layout,))
+    return layout
 
 
 class _Transaction(Transaction):
@@ -150,11 +272,19 @@ class _AppendFiles(_Unregistered, _MergeAppendFiles):
 
 
 class _ReplaceFiles(_Unregistered, _OverwriteFiles):
-    """pyiceberg's overwrite, minus manifests that list no live file.
+    """pyiceberg's overwrite, minus manifests that list no live file, its added and
+    deleted entries in one manifest.
 
     pyiceberg 0.12 records the removed files in a manifest of deleted entries and carries
     it into every later snapshot, so each rewrite reads one manifest more than the last
     (measured: 0.03 s for the first commit, 0.33 s for the fortieth).
+
+    It also writes the added files and the deleted ones to two manifests. A manifest may
+    hold entries of every status (Iceberg's Java writers mix them when they merge
+    manifests; every reader here reads each entry's status), so one manifest holds
+    both where they share the table's partition spec: one file less per commit (0.4 ms
+    of a small aggregate refresh's 6 ms commit here). Once its added files are replaced
+    too, nothing in it is live and it goes (above).
     """
 
     def _existing_manifests(self) -> list[ManifestFile]:
@@ -163,6 +293,28 @@ class _ReplaceFiles(_Unregistered, _OverwriteFiles):
             for m in super()._existing_manifests()
             if m.has_added_files() or m.has_existing_files()
         ]
+
+    def _manifests(self) -> list[ManifestFile]:
+        spec = self._transaction.table_metadata.spec()
+        self._build_delete_files_partition_predicate()
+        deleted = self._deleted_entries()
+        if not self._added_data_files or any(e.data_file.spec_id != spec.spec_id for e in deleted):
+            return super()._manifests()
+        with self.new_manifest_writer(spec=spec) as writer:
+            for data_file in self._added_data_files:
+                writer.add(
+                    ManifestEntry.from_args(
+                        status=ManifestEntryStatus.ADDED,
+                        snapshot_id=self._snapshot_id,
+                        sequence_number=None,
+                        file_sequence_number=None,
+                        data_file=data_file,
+                    )
+                )
+            for entry in deleted:
+                writer.add_entry(entry)
+        written = writer.to_manifest_file()
+        return self._process_manifests([written, *self._existing_manifests()])
 
 
 def conform_to_storage(rows: pa.Table, storage: Table) -> pa.Table:
