@@ -23,11 +23,12 @@ from pyiceberg.manifest import (
     write_manifest,
 )
 from pyiceberg.serializers import FromInputFile
+from sqlalchemy import event
 
 from icemv.catalog import manifest_reads, manifest_writes
 from icemv.catalog.jdbc import JdbcBackend
 from icemv.identifiers import Identifier
-from icemv.lakehouse import CatalogReads, Lakehouse, PollReads
+from icemv.lakehouse import CatalogReads, Lakehouse, PollReads, refresh_reads, remember
 from icemv.mv.model import list_materialized_views
 from icemv.sql.memo import Memo
 from tests.support.views import long_view_metadata
@@ -294,3 +295,41 @@ def test_manifest_writers_are_set_up_once_per_schema_and_write_what_pyiceberg_wr
     monkeypatch.setattr(AvroOutputFile, "_write_header", originals["header"])
     assert written(tmp_path / "pyiceberg.avro") == kept  # the same header, entries and size
     assert len(resolved) == 2  # pyiceberg's own set-up resolved its own tree
+
+
+def test_a_refresh_asks_for_what_the_last_one_read_in_one_query(lakehouse: Lakehouse) -> None:
+    catalog = lakehouse.backend.catalog
+    assert isinstance(catalog, SqlCatalog)
+    statements: list[str] = []
+
+    def counted(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    first = refresh_reads(lakehouse, MV)
+    assert first.listing is None  # nothing read before in this process
+    for table in (STORAGE, A):
+        first.load_table(table)
+    first.load_view(MV)
+    remember(MV, first)
+    append(lakehouse, A)
+    engines = {catalog.engine, catalog.statements}  # type: ignore[attr-defined]
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", counted)
+    try:
+        second = refresh_reads(lakehouse, MV)
+        assert second.listing is not None and len(statements) == 1  # one query, three names
+        assert second.load_view(MV).metadata == lakehouse.views.load(MV).metadata
+        storage = lakehouse.load_table(STORAGE).metadata_location
+        statements.clear()
+        assert second.load_table(A).current_snapshot() is not None  # the append is seen
+        assert second.load_table(STORAGE).metadata_location == storage
+        assert not statements  # both from their listed locations
+        assert second.find_table(Identifier(("nyc",), "absent")) is None
+        assert len(statements) == 1  # not read last time: asked for by name
+        statements.clear()
+        assert second.load_table(B).name() == B.as_tuple()  # not read last time: by name
+        assert second.load_view(PLAIN).metadata.current_version.storage_table is None
+        assert len(statements) == 2
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", counted)

@@ -49,6 +49,11 @@ class CatalogBackend(Protocol):
         location in one request; None when this kind cannot list them so cheaply."""
         ...
 
+    def locate(self, identifiers: Collection[Identifier]) -> CatalogListing | None:
+        """These tables and views, with their metadata locations, in one request; None
+        when this kind cannot tell them so cheaply."""
+        ...
+
 
 def open_backend(config: Config) -> CatalogBackend:
     """The backend for `config.catalog.type`; nothing connects until first use."""

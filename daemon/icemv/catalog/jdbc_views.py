@@ -21,6 +21,7 @@ from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError, ViewAlreadyExistsError, ViewCommitConflictError
 from icemv.format.view_metadata import ViewMetadata, decode_view_metadata, encode_view_metadata
 from icemv.identifiers import Identifier
+from icemv.sql.memo import Memo
 
 __all__ = ["LoadedView", "ViewStore"]
 
@@ -34,6 +35,9 @@ _LOCATION = select(IcebergTables.metadata_location).where(
     IcebergTables.table_name == bindparam("name"),
     IcebergTables.iceberg_type == VIEW_TYPE,
 )
+
+
+_decoded: Memo[ViewMetadata] = Memo(1024)  # by metadata location
 
 
 class ViewStore:
@@ -51,9 +55,14 @@ class ViewStore:
         return self.read(identifier, location)
 
     def read(self, identifier: Identifier, location: str) -> LoadedView:
-        """The view whose metadata is at `location` (known from a listing): no query."""
-        with self._io.new_input(location).open() as stream:
-            metadata = decode_view_metadata(stream.read())
+        """The view whose metadata is at `location` (known from a listing): no query. A
+        metadata file is written once under a new name, and the metadata is frozen: it
+        is read once per process (the last 1,024 kept)."""
+        metadata = _decoded.get(location)
+        if metadata is None:
+            with self._io.new_input(location).open() as stream:
+                metadata = decode_view_metadata(stream.read())
+            _decoded.put(location, metadata)
         return LoadedView(identifier, location, metadata)
 
     def exists(self, identifier: Identifier) -> bool:

@@ -5,7 +5,8 @@ which tables and views exist and, by their metadata location, which changed sinc
 previous look; a table or view whose location is known loads from that location without
 asking the catalog again. All locations come from one statement: one consistent instant.
 A catalog may hold far more tables than its MVs read (100,000 rows take 1.5 s to list), so
-a listing may be limited to some namespaces' tables (views are always all listed).
+a listing may be limited to some namespaces' tables (views are then all listed), or to
+the tables and views a refresh will read (`identifiers`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,19 @@ class CatalogListing:
     # The namespaces whose tables were listed (None: all); a table elsewhere is not missing,
     # only not listed.
     namespaces: frozenset[tuple[str, ...]] | None = None
+    # The tables and views asked for by name (None: every view, and the tables of
+    # `namespaces`); any other is not missing, only not listed.
+    identifiers: frozenset[Identifier] | None = None
 
     def covers(self, table: Identifier) -> bool:
         """Whether `tables` tells about `table` (listed, or listed as missing)."""
+        if self.identifiers is not None:
+            return table in self.identifiers
         return self.namespaces is None or table.namespace in self.namespaces
+
+    def covers_view(self, view: Identifier) -> bool:
+        """Whether `views` tells about `view` (listed, or listed as missing)."""
+        return self.identifiers is None or view in self.identifiers
 
     def load_table(self, identifier: Identifier) -> Table:
         location = self.tables.get(identifier)

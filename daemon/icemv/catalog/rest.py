@@ -90,6 +90,10 @@ class RestBackend:
         """The REST API lists names, not metadata locations: loads are conditional instead."""
         return None
 
+    def locate(self, identifiers: Collection[Identifier]) -> None:
+        """Likewise: one conditional load per table and view."""
+        return None
+
     def load_table(self, identifier: Identifier) -> Table:
         """loadTable with If-None-Match: an unchanged table costs a 304 and no metadata parse."""
         with self._lock:

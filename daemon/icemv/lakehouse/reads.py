@@ -6,13 +6,14 @@ query plus a metadata JSON read. One `CatalogReads` per refresh attempt serves t
 from the first load, which also makes every step see the same table state. It is also
 the `SourceResolver` the pure SQL passes (`sql/analysis`, `sql/pinning`) ask.
 
-The daemon's polls go further (`PollReads`): one `CatalogReads` per poll serves every MV's
-index entry and freshness check, so a poll loads each table and view once however many MVs
-read it. Where the catalog lists metadata locations in one request (JDBC: every view's,
-and the tables' of the namespaces the last poll read), a poll starts with that listing: a
-table or view whose location is the one the previous poll loaded is that previous load,
-reused; a changed one is read from its listed location; a missing one costs nothing. An
-idle poll is then one query.
+A refresh asks for the tables and views the MV's last refresh read in one request where
+the catalog can (`refresh_reads`). The daemon's polls go further (`PollReads`): one
+`CatalogReads` per poll serves every MV's index entry and freshness check, so a poll loads
+each table and view once however many MVs read it. Where the catalog lists metadata
+locations in one request (JDBC: every view's, and the tables' of the namespaces the last
+poll read), a poll starts with that listing: a table or view whose location is the one the
+previous poll loaded is that previous load, reused; a changed one is read from its listed
+location; a missing one costs nothing. An idle poll is then one query.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from icemv.catalog.views import LoadedView
 from icemv.errors import NoSuchViewError
 from icemv.identifiers import Identifier
 from icemv.lakehouse.handles import Lakehouse
+from icemv.sql.memo import Memo
 from icemv.sql.sources import TableInfo, ViewInfo
 from icemv.sql.state import is_state_column
 
@@ -120,7 +122,7 @@ class CatalogReads:
 
     def _first_view_load(self, identifier: Identifier) -> LoadedView | None:
         listing = self.listing
-        if listing is None:
+        if listing is None or not listing.covers_view(identifier):
             self.view_loads += 1
             try:
                 return self.lakehouse.views.load(identifier)
@@ -182,6 +184,35 @@ class CatalogReads:
             sql=version.sql_for("spark"),
             storage_table=version.storage_table,
         )
+
+
+# What each MV's last refresh read in this process (tables and views, by name), asked for
+# together by its next refresh (`refresh_reads`).
+_read_by_refresh: Memo[frozenset[Identifier]] = Memo(4096)
+
+
+def refresh_reads(lakehouse: Lakehouse, mv: Identifier) -> CatalogReads:
+    """The reads of a refresh of `mv`: where the catalog can tell several metadata
+    locations in one request (JDBC), the tables and views its last refresh read in this
+    process are asked for in one, and each loads from its location (a table or view read
+    before at the same location: no file read either). Their locations are one consistent
+    instant, as separate loads are not. A refresh reading something new loads it by name;
+    `remember` what it read for the next."""
+    read = _read_by_refresh.get(mv)
+    listing = lakehouse.backend.locate(read) if read else None
+    return CatalogReads(lakehouse, listing)
+
+
+def remember(mv: Identifier, reads: CatalogReads) -> None:
+    """What a refresh of `mv` read, for its next (`refresh_reads`)."""
+    read = frozenset(reads.loaded_tables()) | frozenset(reads.loaded_views())
+    if read:
+        _read_by_refresh.put(mv, read)
+
+
+def forget_reads(mv: Identifier) -> None:
+    """Nothing remembered of `mv`'s refreshes: the next loads each table by name."""
+    _read_by_refresh.pop(mv)
 
 
 class PollReads:

@@ -21,7 +21,7 @@ import structlog
 from icemv.errors import FullRefreshRequiredError, RefreshFailedError, StorageCommitConflictError
 from icemv.format.summary import RefreshMode, RefreshReason
 from icemv.identifiers import Identifier
-from icemv.lakehouse import CatalogReads, Lakehouse
+from icemv.lakehouse import CatalogReads, Lakehouse, refresh_reads, remember
 from icemv.mv.freshness import assess_freshness
 from icemv.mv.model import REFRESH_POLICIES, REFRESH_POLICY_PROPERTY, load_materialized_view
 from icemv.mv.preflight import prepare_refresh
@@ -48,7 +48,22 @@ def refresh_mv(
     """`repair`: a verification's diff summary; the refresh is then full
     (`verify-mismatch`) and its record keeps the summary."""
     force_full = force_full or repair is not None
-    reads = CatalogReads(lakehouse)  # each table loaded once per attempt
+    # Each table loaded once per attempt; on the first, those the last refresh read asked
+    # for in one request.
+    reads = refresh_reads(lakehouse, identifier)
+    try:
+        return _refresh(lakehouse, identifier, force_full, repair, reads)
+    finally:
+        remember(identifier, reads)
+
+
+def _refresh(
+    lakehouse: Lakehouse,
+    identifier: Identifier,
+    force_full: bool,
+    repair: str | None,
+    reads: CatalogReads,
+) -> RefreshResult:
     phases = PhaseClock()  # the first attempt's `plan` includes the preparation
     prepare_refresh(reads, identifier, refresh_mv)  # leftovers, source MVs, lost columns
     for attempt in range(1, MAX_ATTEMPTS + 1):

@@ -36,3 +36,8 @@ class Memo(Generic[V]):
             self._kept.move_to_end(key)
             while len(self._kept) > self.size:
                 self._kept.popitem(last=False)
+
+    def pop(self, key: Hashable) -> None:
+        """Keep nothing for `key`."""
+        with self._lock:
+            self._kept.pop(key, None)
