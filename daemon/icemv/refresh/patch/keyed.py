@@ -321,11 +321,15 @@ def rewrite_from_driver(
         count("inserted"), count("deleted"), count("updated"),
         bool(pc.any(content[SUSPECT]).as_py()),
     )  # fmt: skip
+    outputs = list(range(len(spec.outputs)))
+    if not (counts.inserted or counts.deleted or counts.updated):  # every row kept: the
+        # files stay (rewriting them would write the rows they hold), nothing is added
+        return Rewrite(DriverPatch(0, 0, content.select(outputs).slice(0, 0)), counts.suspect)
     kept = content.filter(pc.is_in(status, pa.array(["kept", "updated", "inserted"])))
     patch = DriverPatch(
         counts.rows_inserted,
         counts.rows_deleted,
-        kept.select(list(range(len(spec.outputs)))),
+        kept.select(outputs),
         tuple(target.live_data_files()),
     )
     return Rewrite(patch, counts.suspect)
