@@ -88,16 +88,20 @@ def test_the_insert_only_merge_is_the_general_one() -> None:
         stored = executor.add_rows("stored", STORED)
         target = PatchTarget(None, None, "", 0, 100, held=stored)  # type: ignore[arg-type]
         merged = []
-        for with_deletes in (False, True):
+        # Insert-only and general, the grouped delta registered first, and insert-only
+        # with the delta read in the merge's own statement (`reads_whole`).
+        for with_deletes, inline in ((False, False), (True, False), (False, True)):
             trees, _ = _trees(with_deletes, relation)
-            source = executor.register("aggd", trees.delta)
+            source: str | exp.Query = trees.delta
+            if not inline:
+                source = executor.register("aggd", trees.delta)
             outputs = STORED.column_names
             spec = KeyedMerge(source, trees.on, outputs, trees.updates, trees.inserts,
                               trees.gone, trees.insert_when, trees.lets)  # fmt: skip
             content = executor.collect(spec.content(target, trees.suspects), 100)
             assert content is not None
             merged.append(_rows(content.select([*outputs, STATUS, SUSPECT]), "vendor"))
-        assert merged[0] == merged[1]
+        assert merged[0] == merged[1] == merged[2]
         x = merged[0][1]  # None, "x", "y"
         assert (x["vendor"], x["n"], x["s"], x["lo"], x["hi"]) == (
             "x", 4, Decimal("5.25"), Decimal("1.00"), Decimal("3.00"),

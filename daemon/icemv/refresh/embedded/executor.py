@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.errors import EngineRefusedError
+from icemv.refresh.embedded.reads import live_files
 from icemv.refresh.patch.model import PatchTarget
 from icemv.refresh.patch.row_images import files_admitting
 from icemv.sql.memo import Memo
@@ -204,6 +205,10 @@ class DuckDBExecutor:
         empty = arrow_schema(target.table.schema()).empty_table()
         rows = pa.concat_tables([rows for _, rows in files]) if files else empty
         return target.holding(self.add_rows("stored", rows), tuple(f for f, _ in files))
+
+    def reads_whole(self, target: PatchTarget) -> bool:
+        files = live_files(target.table, target.snapshot_id)
+        return files is not None and len(files) <= 1  # as files_admitting reads them
 
     def _run(self, query: Tree, key: Hashable | None) -> pa.Table:
         with self._lock:

@@ -47,6 +47,11 @@ class Executor(Protocol):
         the rows of the files whose bounds admit the keys of relation `keys` (`key_columns`:
         storage column, key column; `keys` None: every file), held by the executor."""
 
+    def reads_whole(self, target: PatchTarget) -> bool:
+        """Whether `stored` holds the same rows whatever the keys (a storage table of one
+        data file is read whole), so a patch may read its keys' rows in the statement
+        that computes them."""
+
     def drop(self) -> None:
         """Forget every relation registered."""
 

@@ -57,6 +57,9 @@ class SparkExecutor:
     ) -> PatchTarget:
         return target  # Spark reads the whole storage table at the planned snapshot
 
+    def reads_whole(self, target: PatchTarget) -> bool:
+        return False  # the keys' rows are a relation of their own: MERGE reads them
+
     def drop(self) -> None:
         for name in self._names:
             self.spark.catalog.dropTempView(name)

@@ -231,8 +231,12 @@ def merge_aggregates_patch(
             _kept.put(key, trees)
     if isinstance(trees, str):
         return recompute()
-    source = views.register("aggd", trees.delta, key=None if key is None else ("aggd", key))
-    target = views.stored(target, source, trees.keys)
+    source: str | exp.Query
+    if views.reads_whole(target):  # the storage's rows whatever the keys: one statement
+        source, target = trees.delta, views.stored(target, None, [])
+    else:  # the keys first, then the rows of the files they may be in
+        source = views.register("aggd", trees.delta, key=None if key is None else ("aggd", key))
+        target = views.stored(target, source, trees.keys)
     spec = KeyedMerge(source, trees.on, outputs, trees.updates, trees.inserts, trees.gone,
                       trees.insert_when, trees.lets)  # fmt: skip
     rewrite = rewrite_from_driver(views, spec, target, trees.suspects, key)
@@ -241,7 +245,7 @@ def merge_aggregates_patch(
     spark = spark_of(views, "the storage table is larger than the driver commits")
     if not with_deletes and not state:  # no suspects; Iceberg's summary has the counts
         return spark_merge(spark, spec, None)
-    spark.catalog.cacheTable(source)  # read by the statistics and the MERGE
+    spark.catalog.cacheTable(spec.named_source())  # read by the statistics and the MERGE
     counts = spec.counts(spark, target, trees.suspects)
     return recompute() if counts.suspect else spark_merge(spark, spec, counts)
 

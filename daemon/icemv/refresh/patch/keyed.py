@@ -103,7 +103,9 @@ class KeyedMerge:
     is the let without the stored row.
     """
 
-    source: str  # temp view of the source rows
+    # The temp view of the source rows, or (the driver rewrite only) their query, which
+    # the content then reads in the same statement.
+    source: str | exp.Query
     on: exp.Expr
     outputs: Sequence[str]
     updates: Mapping[str, exp.Expr]  # column -> its new value in a matched row
@@ -140,7 +142,14 @@ class KeyedMerge:
                 [self.inlined(v, stored=False) for v in self.inserts],
             )
         )
-        spark.sql(render(merge_into(target, view(self.source, "s"), self.on.copy(), whens)))
+        source = view(self.named_source(), "s")
+        spark.sql(render(merge_into(target, source, self.on.copy(), whens)))
+
+    def named_source(self) -> str:
+        """The temp view of the source rows (MERGE reads one)."""
+        if not isinstance(self.source, str):
+            raise ValueError("MERGE and its counts read the source rows from a temp view")
+        return self.source
 
     def _storage(self, target: PatchTarget, coalesce_to_one: bool = False) -> exp.Subquery:
         """The planned storage rows, each flagged `HERE`, as `t`."""
@@ -166,7 +175,7 @@ class KeyedMerge:
                 exp.CountIf(this=kept.copy()),
                 exp.CountIf(this=exp.and_(kept, paren(self.inlined(suspect or exp.false())))),
             )
-            .from_(view(self.source, "s"), copy=False)
+            .from_(view(self.named_source(), "s"), copy=False)
             .join(join(self._storage(target), self.on.copy(), "LEFT"), copy=False)
         )  # fmt: skip
         stats = spark.sql(render(query)).first()
@@ -200,9 +209,10 @@ class KeyedMerge:
             exp.Not(this=paren(self.delete_when.copy())),
             paren(suspect.copy()),
         )
-        source = exp.select(exp.Star(), aliased(exp.true(), HIT)).from_(
-            view(self.source), copy=False
-        )
+        rows = view(self.source) if isinstance(self.source, str) else subquery(
+            self.source.copy(), "d"
+        )  # fmt: skip
+        source = exp.select(exp.Star(), aliased(exp.true(), HIT)).from_(rows, copy=False)
         row = [
             *values,
             aliased(status, STATUS),
@@ -305,8 +315,9 @@ def rewrite_from_driver(
     if not target.rewritable_from_driver:
         return None
     content_key = None
-    if key is not None:
-        content_key = ("content", key, spec.source, tree_key(target.at_plan("p")))
+    if key is not None:  # a source query is a function of `key`
+        source = spec.source if isinstance(spec.source, str) else "query"
+        content_key = ("content", key, source, tree_key(target.at_plan("p")))
     content = views.collect(
         lambda: spec.content(target, suspect or exp.false()), target.driver_max_rows, content_key
     )
