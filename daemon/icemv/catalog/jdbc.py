@@ -30,6 +30,7 @@ from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.types import strtobool
 from sqlalchemy import bindparam, create_engine, or_, select, tuple_, update
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.sql import Select
 from sqlalchemy.sql.elements import ColumnElement
 
 from icemv.catalog.embedded.server import EmbeddedPostgres
@@ -40,6 +41,8 @@ from icemv.catalog.namespaces import ensure_namespace
 from icemv.config import Config
 from icemv.identifiers import Identifier
 from icemv.sql.memo import Memo
+
+_Located = Select[str, str, str | None, str | None]
 
 __all__ = ["CatalogEndpoint", "JdbcBackend", "ensure_namespace", "open_catalog", "resolve_endpoint"]
 
@@ -289,7 +292,7 @@ class JdbcBackend:
             where = or_(
                 IcebergTables.iceberg_type == VIEW_TYPE, IcebergTables.table_namespace.in_(names)
             )
-        tables, views = self._locations(where)
+        tables, views = self._locations(self._query(where))
         scope = None if namespaces is None else frozenset(namespaces)
         return CatalogListing(tables, views, self.read_table, self.views.read, scope)
 
@@ -298,25 +301,33 @@ class JdbcBackend:
         the ones it read last time: one round trip instead of one per table and view)."""
         wanted = frozenset(identifiers)
         names = [(".".join(i.namespace), i.name) for i in sorted(wanted, key=str)]
-        named = tuple_(IcebergTables.table_namespace, IcebergTables.table_name).in_(names)
-        tables, views = self._locations(named) if names else ({}, {})
+        tables, views = self._locations(self._named, {"names": names}) if names else ({}, {})
         return CatalogListing(tables, views, self.read_table, self.views.read, identifiers=wanted)
 
-    def _locations(
-        self, where: ColumnElement[bool] | None
-    ) -> tuple[dict[Identifier, str], dict[Identifier, str]]:
+    @cached_property
+    def _named(self) -> _Located:
+        """`locate`'s query, built once: its names are one expanding parameter, so
+        SQLAlchemy compiles it once (building and compiling it took ~40 % of a 1 ms
+        query here, once per refresh)."""
+        names = tuple_(IcebergTables.table_namespace, IcebergTables.table_name)
+        return self._query(names.in_(bindparam("names", expanding=True)))
+
+    def _query(self, where: ColumnElement[bool] | None) -> _Located:
         """The metadata location of each table and of each view (`where` they are)."""
-        catalog = self.catalog
         query = select(
             IcebergTables.table_namespace,
             IcebergTables.table_name,
             IcebergTables.metadata_location,
             IcebergTables.iceberg_type,
-        ).where(IcebergTables.catalog_name == catalog.name)
-        if where is not None:
-            query = query.where(where)
-        with catalog.statements.connect() as connection:
-            rows = connection.execute(query).all()
+        ).where(IcebergTables.catalog_name == self.catalog.name)
+        return query if where is None else query.where(where)
+
+    def _locations(
+        self, query: _Located, parameters: dict[str, object] | None = None
+    ) -> tuple[dict[Identifier, str], dict[Identifier, str]]:
+        """The tables' and the views' metadata locations `query` finds."""
+        with self.catalog.statements.connect() as connection:
+            rows = connection.execute(query, parameters or {}).all()
         tables: dict[Identifier, str] = {}
         views: dict[Identifier, str] = {}
         for namespace, name, location, kind in rows:
