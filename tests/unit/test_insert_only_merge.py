@@ -12,13 +12,12 @@ from pyiceberg.types import DecimalType
 from sqlglot import exp
 
 from icemv.refresh.embedded.executor import DuckDBExecutor
-from icemv.refresh.patch.aggregates import _merge_trees, _MergeInputs, _MergeTrees
+from icemv.refresh.patch.aggregates import _MergeTrees
 from icemv.refresh.patch.keyed import STATUS, SUSPECT, KeyedMerge
 from icemv.refresh.patch.model import PatchTarget
-from icemv.sql.analysis import AggregateAnalysis, analyse
-from icemv.sql.names import WEIGHT, argument_column, key_column
-from icemv.sql.state import aggregate_state
-from tests.unit.sources import Sources
+from icemv.sql.analysis import AggregateAnalysis
+from icemv.sql.names import WEIGHT, key_column
+from tests.unit.merge_trees import vendor_merge
 
 SQL = (
     "SELECT vendor, count(*) AS n, sum(fare) AS s, avg(fare) AS a, stddev_pop(fare) AS sd, "
@@ -42,22 +41,9 @@ CHANGES = pa.table(
 
 
 def _trees(with_deletes: bool, relation: str) -> tuple[_MergeTrees, AggregateAnalysis]:
-    analysis = analyse(Sources(tables={"nyc.trips": ("vendor", "fare")}), SQL, ("nyc",))
-    assert isinstance(analysis, AggregateAnalysis)
-    state = aggregate_state(analysis, decimal_sums={"_icemv_sum_a"})
-    outputs = [*analysis.output_columns, *(c.name for c in state)]
-    arguments = [
-        exp.alias_(exp.column("fare", quoted=True), argument_column(i), quoted=True)
-        for i in range(len(analysis.aggregates))
-    ]
-    pre_delta = exp.select(
-        exp.alias_(exp.column("vendor", quoted=True), key_column(0), quoted=True),
-        *arguments,
-        exp.column(WEIGHT, quoted=True),
-    ).from_(exp.Table(this=exp.to_identifier(relation, quoted=True)))
-    inputs = _MergeInputs(analysis, pre_delta, outputs, with_deletes, state, TYPES)
-    trees = _merge_trees(inputs)
-    assert isinstance(trees, _MergeTrees), trees
+    trees, analysis, _ = vendor_merge(
+        SQL, relation, with_deletes, TYPES, decimal_sums={"_icemv_sum_a"}
+    )
     return trees, analysis
 
 

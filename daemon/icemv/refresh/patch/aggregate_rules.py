@@ -46,7 +46,8 @@ full recompute's own sum of its n values, n * u * |sum| for values of one sign (
 cancelling values that worst case is larger still; 1e16 + 1 - 1e16 has a bound near 4 for
 a sum of 1, and recomputes). The others are within 1e-10 relative of the exact sum, or
 within four times the error Spark's own recompute may have. A group whose last value goes
-restarts at a bound of 0. Without the
+restarts at a bound of 0. The merged count and sum, which the bound's test reads again,
+and the bound, read by its stored value and its test, are lets as above. Without the
 bound (an MV made before it existed) and for the deviations, whose M2 cancels the same
 way, deletes recompute the touched groups (`AggregateAnalysis.aggregate_strategy`,
 `floating`).
@@ -267,13 +268,17 @@ def _rule(
             return
         _decimal_rule(rules, func, index, output, argument, weight, new_count, types)
         return
+    bounded = state_name("error", output) in state
     if func == "sum":
-        if state_name("error", output) in state:  # a FLOAT's terms in DOUBLE, as bounded
+        if bounded:  # a FLOAT's terms in DOUBLE, as bounded
             argument = _cast(argument, "DOUBLE")
         rules.deltas[delta] = sum_(_mul(argument.copy(), weight.copy()))
         if stateful:  # NULL exactly when no non-NULL input is left
             merged: exp.Expr = _add(_zero_if_new(output), coalesce(_delta(delta), num(0)))
-            rules.values[output] = if_(_eq(new_count.copy(), num(0)), exp.null(), merged)
+            if bounded:  # read again by the bound's test: lets
+                new_count = _named(rules, f"__icemv_count{index}", count)
+                merged = _let(rules, f"__icemv_sum{index}", merged)
+            rules.values[output] = if_(_eq(new_count.copy(), num(0)), exp.null(), merged.copy())
             _error_rule(rules, index, output, argument, weight, new_count, output, merged, state)
         else:
             stored, change = _stored(output), _delta(delta)
@@ -288,6 +293,9 @@ def _rule(
         rules.deltas[delta] = sum_(_mul(_cast(argument.copy(), "DOUBLE"), weight.copy()))
         summed = _add(_zero_if_new(total), coalesce(_delta(delta), num(0)))
         summed = _cast(summed, spark_type(types[total]))
+        if bounded:  # read by the mean and again by the bound's test: lets
+            new_count = _named(rules, f"__icemv_count{index}", count)
+            summed = _let(rules, f"__icemv_sum{index}", summed)
         empty = _eq(new_count.copy(), num(0))
         rules.values[total] = if_(empty.copy(), exp.null(), summed.copy())
         _error_rule(rules, index, output, argument, weight, new_count, total, summed, state)
@@ -337,7 +345,7 @@ def _error_rule(
             _mul(num(2), exp.Abs(this=_zero_if_new(total))),
         ),
     )
-    bound = _add(_zero_if_new(error), grown)
+    bound = _let(rules, f"__icemv_bound{index}", _add(_zero_if_new(error), grown))
     empty = _eq(new_count.copy(), num(0))
     rules.values[error] = if_(empty.copy(), _cast(num(0), "DOUBLE"), bound.copy())
     size = exp.Abs(this=merged.copy())
@@ -354,6 +362,18 @@ def _error_rule(
         exp.and_(_is_null(_stored(error)), exp.GT(this=stored_count, expression=num(0))),
         exp.and_(exp.Not(this=empty), exp.Not(this=paren(vouched))),
     ]
+
+
+def _let(rules: MergeRules, name: str, value: exp.Expr) -> exp.Expr:
+    """`value` computed once per joined row, read by name (`MergeRules.lets`)."""
+    rules.lets[name] = value
+    return let(name)
+
+
+def _named(rules: MergeRules, name: str, column: str) -> exp.Expr:
+    """The merged value of storage `column` as a let, which the column then reads."""
+    rules.values[column] = _let(rules, name, rules.values[column])
+    return rules.values[column]
 
 
 def _decimal_rule(
@@ -382,11 +402,8 @@ def _decimal_rule(
         total,
     )
     if func == "avg":  # read again by the quotient (below), thrice each: lets
-        count = state_name("count", output)
-        rules.lets[f"__icemv_count{index}"] = rules.values[count]
-        rules.values[count] = new_count = let(f"__icemv_count{index}")
-        rules.lets[f"__icemv_sum{index}"] = summed
-        summed = let(f"__icemv_sum{index}")
+        new_count = _named(rules, f"__icemv_count{index}", state_name("count", output))
+        summed = _let(rules, f"__icemv_sum{index}", summed)
     empty = _eq(new_count.copy(), num(0))
     rules.values[name] = if_(empty.copy(), exp.null(), summed.copy())
     rules.unknown += [
