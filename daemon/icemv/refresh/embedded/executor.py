@@ -2,14 +2,13 @@
 
 One in-process connection per refresh at a time (to a database per process whose threads
 and memory are capped: `refresh.duckdb_threads`, `refresh.duckdb_memory_limit`; given back
-for the next refresh with its relations unregistered but for small ones, which no tree of
-the next refresh may name: `_IDLE`), its time zone Spark's session zone, and division by
-zero NULL as in Spark. Nothing is downloaded: the extensions the wheel carries (ICU for
-time zones) are all it uses, and autoloading is off. The rows are what icemv read with
-pyiceberg (deletes applied by icemv); every tree passes the portability gate
-(sql/portable/) first, and a refusal or a DuckDB error sends the refresh to Spark
-(`EngineRefusedError`, with the reason). DuckDB releases the GIL while it runs, so
-refreshes on the driver overlap.
+for the next refresh with its relations unregistered), its time zone Spark's session
+zone, and division by zero NULL as in Spark. Nothing is downloaded:
+the extensions the wheel carries (ICU for time zones) are all it uses, and autoloading is
+off. The rows are what icemv read with pyiceberg (deletes applied by icemv); every tree
+passes the portability gate (sql/portable/) first, and a refusal or a DuckDB error
+sends the refresh to Spark (`EngineRefusedError`, with the reason). DuckDB releases the
+GIL while it runs, so refreshes on the driver overlap.
 """
 
 from __future__ import annotations
@@ -43,22 +42,16 @@ warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", mod
 _DATABASES: dict[tuple[int, str], duckdb.DuckDBPyConnection] = {}
 _DATABASES_LOCK = threading.Lock()
 
-# Connections set up and idle, per settings (setting one up runs three statements, ~0.8 ms
-# here): an executor takes one and gives it back with its relations unregistered, but for
-# those it keeps. A registration costs ~0.33 ms here and its removal ~0.22 ms, and a
-# refresh registers the names the last one on the connection did (`_name`): a later
-# registration under a kept name replaces it, and the removal is saved. Shared rows
-# (`add_rows(shared=True)`: a commit's change rows, which every MV on its table names)
-# are kept first, as a later refresh finds them registered and registers nothing, at
-# most _KEEP_BYTES of them (a relation holds its rows: one the shared cache has let go
-# stays alive while a connection keeps it); then the others, at most _KEEP_OWN_BYTES (a
-# small aggregate's storage rows: kilobytes; a large patch's rows are unregistered, not
-# held). At most _IDLE_MAX are kept per settings; more refreshes at once than that close
+# Connections set up and idle, per settings: an executor takes one and gives it back with
+# its relations unregistered (setting one up runs three statements, ~0.8 ms here), but
+# for the shared rows it registered (`add_rows(shared=True)`), kept by name with their
+# rows. At most _IDLE_MAX are kept per settings; more refreshes at once than that close
 # theirs.
 _IDLE: dict[tuple[int, str, str], list[tuple[duckdb.DuckDBPyConnection, dict[str, pa.Table]]]] = {}
 _IDLE_MAX = 16
+# Shared rows an idle connection keeps registered, at most (the rows are the shared
+# cache's, but one the cache has let go stays alive while a connection keeps it).
 _KEEP_BYTES = 16 * 2**20
-_KEEP_OWN_BYTES = 2**20
 
 # Parsed statements by their text, per process. DuckDB's parser takes 1.5-4.6 ms of a
 # merge tree's 4-14 ms here, and a refresh runs the text its MV's last refresh ran (the
@@ -114,9 +107,9 @@ def _give_back(
     settings: tuple[int, str, str],
     connection: duckdb.DuckDBPyConnection,
     names: list[str],
-    kept: dict[str, pa.Table],
+    shared: dict[str, pa.Table],
 ) -> None:
-    """`connection` idle again once `names` are unregistered, still holding `kept`;
+    """`connection` idle again once `names` are unregistered, still holding `shared`;
     closed if that fails or enough connections are idle."""
     try:
         for name in names:
@@ -127,7 +120,7 @@ def _give_back(
     with _DATABASES_LOCK:
         idle = _IDLE.setdefault(settings, [])
         if len(idle) < _IDLE_MAX:
-            idle.append((connection, kept))
+            idle.append((connection, shared))
             return
     connection.close()
 
@@ -147,9 +140,7 @@ class DuckDBExecutor:
 
     def __init__(self, threads: int, memory_limit: str, time_zone: str) -> None:
         self._settings = (threads, memory_limit, time_zone)
-        # what the connection has registered, by name (from earlier refreshes, then ours)
-        self.connection, self._registered = _take(self._settings)
-        self._shared: set[str] = set()  # names of rows added as shared
+        self.connection, self._shared = _take(self._settings)
         self.schemas: dict[str, Schema] = {}
         self._rows: dict[str, pa.Table] = {}  # what each relation holds
         self._failed = False  # a statement raised: the connection is closed, not given back
@@ -161,19 +152,20 @@ class DuckDBExecutor:
         """Arrow rows as a relation the trees may name; its name.
 
         `shared`: rows other refreshes register too, the same object (the change rows of
-        a commit every MV on its table reads, from the shared cache): kept registered
-        first when the refresh gives the connection back, so a later refresh that names
-        the same rows under the same name finds them registered. A relation is the rows
-        object it was registered with, so the same object under the same name is the
-        same relation; other rows under a kept name replace it.
+        a commit every MV on its table reads, from the shared cache): the relation stays
+        registered on this connection when the refresh gives it back, and a later
+        refresh that names the same rows under the same name finds them registered (a
+        registration and its removal cost ~0.5 ms). A relation is the rows object it was
+        registered with, so the same object under the same name is the same relation.
         """
         with self._lock:
             name = self._name(purpose)
-            if self._registered.get(name) is not rows:
+            if self._shared.get(name) is not rows:
                 self.connection.register(name, rows)
-                self._registered[name] = rows
-            if shared:
-                self._shared.add(name)
+                if shared:
+                    self._shared[name] = rows
+                else:
+                    self._shared.pop(name, None)
             self.schemas[name] = {f.name: of_arrow(f.type) for f in rows.schema}
             self._rows[name] = rows
         return name
@@ -197,8 +189,7 @@ class DuckDBExecutor:
             self.connection.unregister(name)
             self.schemas.pop(name, None)
             self._rows.pop(name, None)
-            self._registered.pop(name, None)
-            self._shared.discard(name)
+            self._shared.pop(name, None)
 
     def stored(
         self, target: PatchTarget, keys: str | None, key_columns: list[tuple[str, str]]
@@ -232,24 +223,22 @@ class DuckDBExecutor:
 
     def drop(self) -> None:
         with self._lock:
-            kept: dict[str, pa.Table] = {}
-            sizes = {True: 0, False: 0}  # shared, own
-            for name, rows in self._rows.items():
-                shared = name in self._shared
-                size = sizes[shared] + rows.nbytes
-                if size <= (_KEEP_BYTES if shared else _KEEP_OWN_BYTES):
-                    kept[name] = rows
-                    sizes[shared] = size
-            # registered and not kept: ours that do not fit, and an earlier refresh's
-            # that this one did not name
-            names = [n for n in self._registered if n not in kept]
+            shared: dict[str, pa.Table] = {}
+            size = 0
+            for name, kept in self._shared.items():
+                nbytes = kept.nbytes
+                if self._rows.get(name) is kept and size + nbytes <= _KEEP_BYTES:
+                    shared[name] = kept
+                    size += nbytes
+            names = [n for n in self._rows if n not in shared]
+            # kept from an earlier refresh and not named by this one
+            stale = [n for n in self._shared if n not in shared and n not in self._rows]
             self._rows = {}
-            self._registered = {}
             self.schemas.clear()
         if self._failed:  # whatever the error left behind goes with the connection
             self.connection.close()
         else:
-            _give_back(self._settings, self.connection, names, kept)
+            _give_back(self._settings, self.connection, names + stale, shared)
 
     def _name(self, purpose: str) -> str:
         """A name no relation of this connection has: the same names in the same order on
