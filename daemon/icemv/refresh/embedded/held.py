@@ -255,9 +255,7 @@ def hold_tables(
                 f"{table.identifier}: {_mib(rows.nbytes)} read > {_mib(max_bytes)} "
                 "(refresh.embedded_join_max_bytes)"
             )
-        # Read whole, the rows are the cache's (one object for every MV joining them).
-        shared = restriction is None
-        relations[table.identifier, table.snapshot_id] = executor.add_rows("held", rows, shared)
+        relations[table.identifier, table.snapshot_id] = executor.add_rows("held", rows)
     return relations
 
 

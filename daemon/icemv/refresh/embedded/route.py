@@ -75,7 +75,7 @@ class SourceRead:
         change rows."""
         if self.change.kind == "append-only":
             rows = appended_change_rows(self.source, self.change, cache)
-            return executor.add_rows("delta", rows, shared=True), rows.num_rows, rows.num_rows
+            return executor.add_rows("delta", rows), rows.num_rows, rows.num_rows
         keep = self._kept(executor, time_zone) if self.where is not None else None
         changed = changed_rows(self.source, self.change, self.columns, max_rows, keep, cache)
         raw = executor.add_rows("changes", changed.rows)
