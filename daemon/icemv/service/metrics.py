@@ -302,12 +302,13 @@ class Metrics:
         for state in STATES:
             self.state.labels(mv, state).set(1 if state == freshness.state else 0)
         self.pending.labels(mv).set(freshness.pending_snapshots)
+        # remove(mv), not remove_by_labels: that one scans every series, once per check
         if freshness.last_refresh is None:
-            self.last_refresh.remove_by_labels({"mv": mv})
+            self.last_refresh.remove(mv)
         else:
             self.last_refresh.labels(mv).set(freshness.last_refresh.timestamp_ms / 1000)
         if max_staleness_seconds is None:
-            self.max_staleness.remove_by_labels({"mv": mv})
+            self.max_staleness.remove(mv)
         else:
             self.max_staleness.labels(mv).set(max_staleness_seconds)
 
