@@ -220,7 +220,7 @@ def _self_joined(plan: IncrementalPlan) -> bool:
 # of: the view's SQL, the namespace and catalog its names resolve in, the kind of
 # analysis, and each table occurrence's column types (from which the analysis expands and
 # types its tree). Only
-# an early answer: every tree the executor runs passes the gate again (exec/duckdb.py).
+# an early answer: every tree the executor runs passes the gate again (embedded/executor.py).
 _verdicts: Memo[tuple[str | None]] = Memo(2048)
 
 
