@@ -9,12 +9,11 @@ variables of the Python frame that runs the statement), so nothing is registered
 connection: registering a table is a change to the connection's catalog, and a DECIMAL
 merge statement over two relations took 5.3 ms with them registered and removed again,
 3.8 ms with them found as variables (thread CPU, medians of 300 runs in turn, on a slow
-day here). Nothing is downloaded:
-the extensions the wheel carries (ICU for time zones) are all it uses, and autoloading is
-off. The rows are what icemv read with pyiceberg (deletes applied by icemv); every tree
-passes the portability gate (sql/portable/) first, and a refusal or a DuckDB error
-sends the refresh to Spark (`EngineRefusedError`, with the reason). DuckDB releases the
-GIL while it runs, so refreshes on the driver overlap.
+day here). Nothing is downloaded: the extensions the wheel carries (ICU for time zones)
+are all it uses, and autoloading is off. The rows are what icemv read with pyiceberg
+(deletes applied by icemv); every tree passes the portability gate (sql/portable/) first,
+and a refusal or a DuckDB error sends the refresh to Spark (`EngineRefusedError`, with the
+reason). DuckDB releases the GIL while it runs, so refreshes on the driver overlap.
 """
 
 from __future__ import annotations

@@ -248,8 +248,7 @@ def appended_rows(table: Table, change: SourceChange, cache: AppendedRowsCache) 
 
 def appended_change_rows(table: Table, change: SourceChange, cache: AppendedRowsCache) -> pa.Table:
     """`appended_rows` with WEIGHT 1 on each: one object per range and process while the
-    cache keeps it, so that every MV reading the range registers the same rows
-    (DuckDBExecutor.add_rows, shared)."""
+    cache keeps it, so the weight is added once, not once per MV reading the range."""
     key = _appended_key(table, change)
     return cache.piece(key, lambda: weighted(appended_rows(table, change, cache), 1))
 
