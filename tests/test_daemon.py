@@ -115,7 +115,11 @@ def test_event_makes_the_mv_fresh_and_bad_events_are_counted(
         assert metric(port, "icemv_events_total", {"outcome": "unknown-table"}) == 1
         labels = {"mv": mv.dotted, "outcome": "success"}
         assert metric(port, "icemv_refreshes_total", {**labels, "mode": "incremental"}) >= 1
-        assert metric(port, "icemv_mv_state", {"mv": mv.dotted, "state": "fresh"}) == 1
+        wait_for(  # published by the check after the refresh (service/after_refresh.py)
+            lambda: metric(port, "icemv_mv_state", {"mv": mv.dotted, "state": "fresh"}) == 1,
+            20,
+            "freshness published",
+        )
         assert metric(port, "icemv_commit_to_fresh_seconds_count", {"mv": mv.dotted}) >= 1
         assert metric(port, "icemv_ready", {}) == 1
         ready = urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)

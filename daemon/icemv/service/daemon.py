@@ -29,6 +29,7 @@ from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.lifecycle import apply_declared
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
+from icemv.service.after_refresh import AfterRefreshChecks, Round
 from icemv.service.consumer import EventConsumer
 from icemv.service.forwarding import RefreshForwarder
 from icemv.service.heap import freeze_startup_heap
@@ -111,6 +112,7 @@ class Daemon:
             busy=self.scheduler.pending,
             repair=self._repair,
         )
+        self.after_refresh = AfterRefreshChecks(self._check_after_refresh)
         self.router = EventRouter(
             config.catalog.name,
             self.index,
@@ -173,6 +175,7 @@ class Daemon:
             self.reconciler.remove_leftover_branches()  # of refreshes killed before this start
             if self.workers is not None:
                 self.workers.start()
+            self.after_refresh.start()
             self.scheduler.start()
             self.reconciler.poll()
             self.reconciler.start()
@@ -231,6 +234,7 @@ class Daemon:
             self.consumer.stop(timeout=5.0)  # intake first: no new work
         self.reconciler.stop()
         finished = self.scheduler.stop(grace)
+        self.after_refresh.stop()
         if self.workers is not None:  # past the grace, a worker ends its refresh alone
             self.workers.close(wait=finished)
         if self.consumer is not None:
@@ -315,8 +319,7 @@ class Daemon:
 
     def _on_result(self, result: RefreshResult) -> None:
         # The refresh computed its latencies and knows its record from what it loaded: the
-        # check below loads only the sources, once each.
-        reads = CatalogReads(self.lakehouse)
+        # check after it loads only the sources, shared with the results arriving with it.
         self.metrics.record_refresh(result, list(result.commit_to_fresh_seconds))
         log.info(
             "refresh",
@@ -344,14 +347,23 @@ class Daemon:
         bound = upkeep.max_snapshots if upkeep.enabled else 0
         if bound and (result.storage_snapshots or 0) > bound:
             self.reconciler.maintain_soon(result.mv)
-        mv = self.index.snapshot.mvs.get(result.mv)
-        if mv is not None:
-            try:
-                # Publish fresh state right away (the sources loaded again: one may have
-                # moved on since the refresh pinned it).
-                self.reconciler.check(mv, reads, record=result.record)
-            except Exception as exc:  # noqa: BLE001 (a failed check must not fail the refresh's result)
-                log.warning("freshness_check_failed", mv=result.mv.dotted, error=str(exc))
+        self.after_refresh.add(result.mv, result.record)
+
+    def _check_after_refresh(self, refreshed: Round) -> None:
+        """Publish the refreshed MVs' freshness, their sources loaded again once for all of
+        them (service/after_refresh.py): one may have moved on since a refresh pinned it."""
+        reads = CatalogReads(self.lakehouse)
+        try:
+            for identifier, record in refreshed.items():
+                mv = self.index.snapshot.mvs.get(identifier)
+                if mv is None:
+                    continue
+                try:
+                    self.reconciler.check(mv, reads, record=record)
+                except Exception as exc:  # noqa: BLE001 (the next round or poll checks again)
+                    log.warning("freshness_check_failed", mv=identifier.dotted, error=str(exc))
+        finally:
+            self.metrics.record_catalog_loads(reads)
 
     def _on_failure(self, mv: Identifier, error: BaseException, attempt: int, delay: float) -> None:
         self.metrics.record_refresh_failure(mv.dotted, "unknown", error)

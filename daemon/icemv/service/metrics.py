@@ -179,8 +179,9 @@ class Metrics:
         )
         self.catalog_loads = Counter(
             "icemv_catalog_loads",
-            "Table and view loads of catalog polls and freshness-target checks: loaded (a "
-            "catalog request or a metadata read) or reused (unchanged since the last poll).",
+            "Table and view loads of catalog polls and freshness checks (of targets, after "
+            "refreshes): loaded (a catalog request or a metadata read) or reused (unchanged "
+            "since the last poll).",
             ["object", "result"],
             registry=r,
         )
@@ -365,7 +366,7 @@ class Metrics:
         self.poll_overruns.inc()
 
     def record_catalog_loads(self, reads: CatalogReads) -> None:
-        """Count the loads and reuses of one poll (or freshness-target check)."""
+        """Count the loads and reuses of one poll (or freshness check)."""
         self.catalog_loads.labels("table", "loaded").inc(reads.table_loads)
         self.catalog_loads.labels("table", "reused").inc(reads.table_reuses)
         self.catalog_loads.labels("view", "loaded").inc(reads.view_loads)
