@@ -77,3 +77,18 @@ def test_unknown_sources_and_cycles_are_errors() -> None:
         pin_sources(SOURCES, "SELECT * FROM nowhere", ("nyc",))
     with pytest.raises(ViewSqlError, match="cycle"):
         pin_sources(SOURCES, "SELECT * FROM loop", ("nyc",))
+
+
+def test_the_sql_rendered_later_reads_what_was_pinned() -> None:
+    """The pinned tree is built when its SQL is first asked for (a refresh on the embedded
+    engine never asks): it reads the snapshots and view versions recorded at pinning, not
+    what the resolver answers by then."""
+    sources = Sources(tables=dict(TABLES), views=dict(SOURCES.views))
+    pinned = pin_sources(sources, "SELECT id FROM cheap JOIN agg ON TRUE", ("nyc",))
+    recorded = pinned.sources
+    sources.tables = {}  # every table gone, the views replaced
+    sources.views = {"nyc.cheap": _view("nyc.cheap", "SELECT 1 AS id"), "nyc.agg": None}  # type: ignore[dict-item]
+    assert "`trips` VERSION AS OF 100" in pinned.sql
+    assert "`agg__storage` VERSION AS OF 100" in pinned.sql
+    assert "fare < 5" in pinned.sql
+    assert pinned.sources == recorded

@@ -18,7 +18,7 @@ from sqlglot import exp
 from icemv.errors import UnknownSourceError, ViewSqlError
 from icemv.format.refresh_state import SourceState
 from icemv.identifiers import Identifier
-from icemv.sql.parse import parse_query, table_references
+from icemv.sql.parse import parse_query, shared_query, table_references
 from icemv.sql.sources import SourceResolver, TableInfo, ViewInfo
 
 MAX_VIEW_DEPTH = 16
@@ -26,14 +26,21 @@ MAX_VIEW_DEPTH = 16
 
 @dataclass(frozen=True)
 class PinnedQuery:
-    tree: exp.Query  # read by nothing but `sql`
     sources: tuple[SourceState, ...]
+    # What renders the pinned tree: the pinning that found `sources`, with every table and
+    # view it resolved kept, so the tree reads exactly what they record.
+    _pinning: _Pinning = field(repr=False, compare=False)
+    _sql: str = field(repr=False, compare=False)
+    _default_namespace: tuple[str, ...] = field(repr=False, compare=False)
 
     @cached_property
     def sql(self) -> str:
-        """The pinned query's Spark SQL, rendered when first asked for: a refresh on the
-        embedded engine never asks (a render costs ~1 ms per refresh)."""
-        return self.tree.sql(dialect="spark")
+        """The pinned query's Spark SQL, built and rendered when first asked for: a refresh
+        on the embedded engine never asks (the tree, a copy of the view's with each source
+        replaced, and its render cost ~1 ms per refresh)."""
+        tree = self._pinning.query(self._sql, self._default_namespace, (), build=True)
+        assert tree is not None
+        return tree.sql(dialect="spark")
 
     @property
     def table_pins(self) -> dict[Identifier, int | None]:
@@ -51,20 +58,37 @@ class _Pinning:
     # Snapshot ids to read instead of the current ones (the oracle, old-state reads).
     at: Mapping[Identifier, int | None]
     states: dict[tuple[object, ...], SourceState] = field(default_factory=dict)
+    # Every answer of the resolver, so that building the tree later reads what was pinned.
+    tables: dict[Identifier, TableInfo | None] = field(default_factory=dict)
+    views: dict[Identifier, ViewInfo | None] = field(default_factory=dict)
 
     def query(
-        self, sql: str, default_namespace: tuple[str, ...], path: tuple[str, ...]
-    ) -> exp.Query:
+        self, sql: str, default_namespace: tuple[str, ...], path: tuple[str, ...], build: bool
+    ) -> exp.Query | None:
+        """The sources of `sql` pinned (recorded in `states`), and when `build` a tree of
+        its own reading each at its pin (else None: the view's tree is only read)."""
         if len(path) > MAX_VIEW_DEPTH:
             raise ViewSqlError(f"views nest deeper than {MAX_VIEW_DEPTH}: {' -> '.join(path)}")
-        query = parse_query(sql)
+        query = parse_query(sql) if build else shared_query(sql)
         for table in table_references(query):
             identifier = self._qualify(table, default_namespace)
             if identifier.dotted in path:
                 raise ViewSqlError(f"view cycle: {' -> '.join((*path, identifier.dotted))}")
             alias = table.alias or identifier.name
-            table.replace(self._source(identifier, alias, path))
-        return query
+            source = self._source(identifier, alias, path, build)
+            if source is not None:
+                table.replace(source)
+        return query if build else None
+
+    def _table(self, identifier: Identifier) -> TableInfo | None:
+        if identifier not in self.tables:
+            self.tables[identifier] = self.resolver.table(identifier)
+        return self.tables[identifier]
+
+    def _view(self, identifier: Identifier) -> ViewInfo | None:
+        if identifier not in self.views:
+            self.views[identifier] = self.resolver.view(identifier)
+        return self.views[identifier]
 
     def _qualify(self, table: exp.Table, default_namespace: tuple[str, ...]) -> Identifier:
         if isinstance(table.args.get("catalog"), exp.Dot) or isinstance(table.this, exp.Dot):
@@ -78,23 +102,26 @@ class _Pinning:
         namespace = (table.db,) if table.db else default_namespace
         return Identifier(namespace, table.name)
 
-    def _source(self, identifier: Identifier, alias: str, path: tuple[str, ...]) -> exp.Expr:
-        table = self.resolver.table(identifier)
+    def _source(
+        self, identifier: Identifier, alias: str, path: tuple[str, ...], build: bool
+    ) -> exp.Expr | None:
+        """What reads `identifier` at its pin (when `build`), its state recorded."""
+        table = self._table(identifier)
         if table is not None:
-            return self._pinned_table(table, alias)
-        view = self.resolver.view(identifier)
+            return self._pinned_table(table, alias, build)
+        view = self._view(identifier)
         if view is None:
             raise UnknownSourceError(f"table or view {identifier} does not exist")
         self._record(_view_state(view))
         if view.storage_table is not None:
-            storage_table = self.resolver.table(view.storage_table)
+            storage_table = self._table(view.storage_table)
             if storage_table is None:
                 raise UnknownSourceError(
                     f"materialized view {identifier} has lost its storage table "
                     f"{view.storage_table}"
                 )
-            pinned = self._pinned_table(storage_table, alias)
-            if not storage_table.state_columns:
+            pinned = self._pinned_table(storage_table, alias, build)
+            if pinned is None or not storage_table.state_columns:
                 return pinned
             # Readers of an MV see its view columns, never its hidden state columns.
             columns = [exp.column(c, quoted=True) for c in storage_table.columns]
@@ -102,12 +129,13 @@ class _Pinning:
             return exp.Subquery(this=exp.select(*columns).from_(pinned), alias=inner_alias)
         if view.sql is None:
             raise ViewSqlError(f"view {identifier} has no Spark SQL representation")
-        inner = self.query(
-            view.sql, view.default_namespace or identifier.namespace, (*path, identifier.dotted)
-        )
+        namespace = view.default_namespace or identifier.namespace
+        inner = self.query(view.sql, namespace, (*path, identifier.dotted), build)
+        if inner is None:
+            return None
         return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
 
-    def _pinned_table(self, table: TableInfo, alias: str) -> exp.Expr:
+    def _pinned_table(self, table: TableInfo, alias: str, build: bool) -> exp.Expr | None:
         identifier = table.identifier
         key = ("table", identifier)
         state = self.states.get(key)
@@ -121,6 +149,8 @@ class _Pinning:
                 snapshot_id=snapshot_id,
             )
             self._record(state)
+        if not build:
+            return None
         return table_at(self.resolver.catalog_name, identifier, state.snapshot_id, alias)
 
     def _record(self, state: SourceState) -> None:
@@ -175,6 +205,6 @@ def pin_sources(
 ) -> PinnedQuery:
     """Pin at the current snapshots, or at the snapshots `at` names for some tables."""
     pinning = _Pinning(resolver, dict(at or {}))
-    query = pinning.query(sql, default_namespace, ())
+    pinning.query(sql, default_namespace, (), build=False)
     sources = sorted(pinning.states.values(), key=lambda s: (s.type, s.namespace, s.name))
-    return PinnedQuery(tree=query, sources=tuple(sources))
+    return PinnedQuery(tuple(sources), pinning, sql, default_namespace)
