@@ -11,8 +11,9 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Hashable, Mapping
 
-import duckdb
+import pyarrow as pa
 import pytest
 
 from icemv.config import Config
@@ -23,11 +24,10 @@ from icemv.lakehouse import Lakehouse
 from icemv.mv.history import latest_refresh
 from icemv.mv.lifecycle import create_mv
 from icemv.refresh import rehearsal
-from icemv.refresh.embedded import executor
+from icemv.refresh.embedded.prepared import PreparedStatements
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.rehearsal import rehearse_mv
 from icemv.service.refresh_workers import RefreshWorkers, _portable, choose_worker
-from icemv.sql.memo import Memo
 from tests.support.daemon import max_overlap
 from tests.support.oracle import assert_matches_oracle
 from tests.support.tables import append_trips, create_trips
@@ -175,19 +175,20 @@ def test_an_mv_goes_to_its_home_worker_unless_another_would_idle_or_is_far_less_
     assert min(spread) >= 30, spread  # the hash spreads a fleet over both
 
 
-def _parsed_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The text of every statement the embedded executor parses from now on (a statement
-    it has parsed before is kept: `executor._statements`)."""
-    parsed: list[str] = []
-    monkeypatch.setattr(executor, "_statements", Memo(2048))
-    real = executor._parsed  # noqa: SLF001 (the memo the executor reads)
+def _prepared_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every statement the embedded executor prepares from now on (one it has
+    prepared on the connection before is run as it is: refresh/embedded/prepared.py)."""
+    prepared: list[str] = []
+    real = PreparedStatements._prepare  # noqa: SLF001 (where a connection prepares one)
 
-    def parsing(connection: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
-        parsed.append(sql)
-        return real(connection, sql)
+    def preparing(
+        self: PreparedStatements, key: Hashable, sql: str, named: Mapping[str, pa.Table]
+    ) -> object:
+        prepared.append(sql)
+        return real(self, key, sql, named)
 
-    monkeypatch.setattr(executor, "_parsed", parsing)
-    return parsed
+    monkeypatch.setattr(PreparedStatements, "_prepare", preparing)
+    return prepared
 
 
 @pytest.mark.spark
@@ -206,7 +207,7 @@ def test_a_rehearsal_warms_a_worker_and_commits_nothing(
     assert refresh_mv(lakehouse, mv).mode == "full"
     # The table's first snapshot has no parent: an append of rows it holds, made up.
     before = lakehouse.load_table(storage).metadata.current_snapshot_id
-    statements = _parsed_statements(monkeypatch)
+    statements = _prepared_statements(monkeypatch)
     assert rehearse_mv(lakehouse, mv) == "sampled"
     assert lakehouse.load_table(storage).metadata.current_snapshot_id == before
     rehearsed = set(statements)

@@ -4,12 +4,15 @@ carries no relation, and the same name in another refresh is that refresh's rows
 
 from __future__ import annotations
 
+import warnings
+
 import pyarrow as pa
 import pytest
 from sqlglot import exp
 
 from icemv.errors import EngineRefusedError
 from icemv.refresh.embedded.executor import DuckDBExecutor
+from icemv.refresh.embedded.prepared import __name__ as executor_module
 
 SETTINGS = (1, "256MB", "UTC")
 
@@ -77,3 +80,17 @@ def test_a_forgotten_relation_is_gone() -> None:
     with pytest.raises(EngineRefusedError):
         _rows(executor, gone)
     executor.drop()
+
+
+def test_a_statement_run_warns_of_nothing() -> None:
+    """DuckDB warns that Arrow output of an `execute` result is an extra copy; the
+    executor chose that (its module says why) and filters the warning, raised in the frame
+    that runs the statement: one line per worker process otherwise."""
+    executor = DuckDBExecutor(*SETTINGS)
+    name = executor.add_rows("delta", pa.table({"x": [1]}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # every warning, then the module's filter again
+        warnings.filterwarnings("ignore", message="Arrow output on", module=executor_module)
+        assert _rows(executor, name) == [1]
+    executor.drop()
+    assert [str(w.message) for w in caught] == []

@@ -340,7 +340,10 @@ class RefreshConfig(_Section):
     duckdb_memory_limit: str = Field(
         default="512MB",
         pattern=r"^\d+(\.\d+)?\s*[KMGT]i?B$",
-        description="Memory limit of the embedded engine's DuckDB database, e.g. `512MB`, `2GiB`.",
+        description="Memory limit of the embedded engine's DuckDB database, e.g. `512MB`, "
+        "`2GiB`. Up to half of it holds the operator states of the statements kept "
+        "prepared (the merge statements of 60-100 small aggregates at 512MB); past that "
+        "new statements are planned each time they run.",
     )
     max_concurrent: int = Field(
         default_factory=available_cores,

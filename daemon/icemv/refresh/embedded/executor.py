@@ -9,7 +9,9 @@ variables of the Python frame that runs the statement), so nothing is registered
 connection: registering a table is a change to the connection's catalog, and a DECIMAL
 merge statement over two relations took 5.3 ms with them registered and removed again,
 3.8 ms with them found as variables (thread CPU, medians of 300 runs in turn, on a slow
-day here). Nothing is downloaded: the extensions the wheel carries (ICU for time zones)
+day here). A connection keeps the statements it ran prepared, and runs them again over the
+next refresh's rows without planning them again (refresh/embedded/prepared.py). Nothing
+is downloaded: the extensions the wheel carries (ICU for time zones)
 are all it uses, and autoloading is off. The rows are what icemv read with pyiceberg
 (deletes applied by icemv); every tree passes the portability gate (sql/portable/) first,
 and a refusal or a DuckDB error sends the refresh to Spark (`EngineRefusedError`, with the
@@ -18,8 +20,8 @@ reason). DuckDB releases the GIL while it runs, so refreshes on the driver overl
 
 from __future__ import annotations
 
+import re
 import threading
-import warnings
 from collections.abc import Hashable
 
 import duckdb
@@ -27,45 +29,27 @@ import pyarrow as pa
 
 from icemv.catalog.arrow_schemas import arrow_schema
 from icemv.errors import EngineRefusedError
+from icemv.refresh.embedded.prepared import Budget, PreparedStatements
 from icemv.refresh.embedded.reads import live_files
 from icemv.refresh.patch.model import PatchTarget
 from icemv.refresh.patch.row_images import files_admitting
-from icemv.sql.memo import Memo
 from icemv.sql.portable import Schema, Tree, to_duckdb
 from icemv.sql.spark_types import of_arrow
 
 NAME = "duckdb"
 
-# `execute` binds a query once where `sql(...).to_arrow_table()` binds it twice (it first
-# describes the relation): ~40 % of a merge tree's time in DuckDB. The extra copy of the
-# rows this warns about is of a result the driver holds anyway (at most
-# `driver_commit_max_rows`).
-warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", module=__name__)
-
-
 # One in-memory database per settings, per process; each refresh a connection of its own.
 _DATABASES: dict[tuple[int, str], duckdb.DuckDBPyConnection] = {}
+# What the statements kept prepared on each database's connections may hold: half its
+# memory limit (refresh/embedded/prepared.py).
+_BUDGETS: dict[tuple[int, str], Budget] = {}
 _DATABASES_LOCK = threading.Lock()
 
 # Connections set up and idle, per settings: an executor takes one and gives it back
-# (setting one up runs three statements, ~0.8 ms here). At most _IDLE_MAX are kept per
+# (setting one up runs four statements, ~0.8 ms here). At most _IDLE_MAX are kept per
 # settings; more refreshes at once than that close theirs.
-_IDLE: dict[tuple[int, str, str], list[duckdb.DuckDBPyConnection]] = {}
+_IDLE: dict[tuple[int, str, str], list[PreparedStatements]] = {}
 _IDLE_MAX = 16
-
-# A statement run where its relations are the frame's variables (see the module): `eval`
-# with them as its locals. No relation is named `connection` or `statement` (theirs all
-# start `__icemv_`); the globals are an empty module scope (eval adds the builtins, which
-# DuckDB's lookup imports through).
-_EXECUTE = compile("connection.execute(statement).to_arrow_table()", "<icemv duckdb>", "eval")
-_SCOPE: dict[str, object] = {}
-
-# Parsed statements by their text, per process. DuckDB's parser takes 1.5-4.6 ms of a
-# merge tree's 4-14 ms here, and a refresh runs the text its MV's last refresh ran (the
-# gate keeps the text per tree, the executor names relations alike each time). A parsed
-# statement is only read by `execute`, which plans a copy of it.
-_statements: Memo[duckdb.Statement] = Memo(2048)
-
 
 # DuckDB's optimizer passes left out. Common subexpression elimination computes an
 # expression a statement repeats once per row, in a projection of its own: it took 15 %
@@ -102,31 +86,39 @@ def connect(threads: int, memory_limit: str, time_zone: str) -> duckdb.DuckDBPyC
     return connection
 
 
-def _take(settings: tuple[int, str, str]) -> duckdb.DuckDBPyConnection:
-    """An idle connection with these settings, or a new one."""
+def memory_bytes(limit: str) -> int:
+    """A memory limit as DuckDB reads it (`refresh.duckdb_memory_limit`: `512MB` is
+    512,000,000 bytes, `2GiB` 2**31), in bytes."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT])(i?)B", limit.strip())
+    if found is None:
+        raise ValueError(f"not a memory limit: {limit!r}")
+    number, unit, binary = found.groups()
+    base = 1024 if binary else 1000
+    return int(float(number) * base ** ("KMGT".index(unit) + 1))
+
+
+def _take(settings: tuple[int, str, str]) -> PreparedStatements:
+    """An idle connection with these settings (its statements prepared), or a new one."""
+    threads, memory_limit, _ = settings
     with _DATABASES_LOCK:
         idle = _IDLE.get(settings)
         if idle:
             return idle.pop()
-    return connect(*settings)
+        budget = _BUDGETS.get((threads, memory_limit))
+        if budget is None:
+            budget = Budget(memory_bytes(memory_limit) // 2)
+            _BUDGETS[threads, memory_limit] = budget
+    return PreparedStatements(connect(*settings), budget)
 
 
-def _give_back(settings: tuple[int, str, str], connection: duckdb.DuckDBPyConnection) -> None:
-    """`connection` idle again; closed if enough connections are idle."""
+def _give_back(settings: tuple[int, str, str], prepared: PreparedStatements) -> None:
+    """A connection idle again; closed if enough connections are idle."""
     with _DATABASES_LOCK:
         idle = _IDLE.setdefault(settings, [])
         if len(idle) < _IDLE_MAX:
-            idle.append(connection)
+            idle.append(prepared)
             return
-    connection.close()
-
-
-def _parsed(connection: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
-    statement = _statements.get(sql)
-    if statement is None:
-        (statement,) = connection.extract_statements(sql)
-        _statements.put(sql, statement)
-    return statement
+    prepared.close()
 
 
 class DuckDBExecutor:
@@ -136,7 +128,8 @@ class DuckDBExecutor:
 
     def __init__(self, threads: int, memory_limit: str, time_zone: str) -> None:
         self._settings = (threads, memory_limit, time_zone)
-        self.connection = _take(self._settings)
+        self._prepared = _take(self._settings)
+        self.connection = self._prepared.connection
         self.schemas: dict[str, Schema] = {}
         self._rows: dict[str, pa.Table] = {}  # what each relation holds
         self._failed = False  # a statement raised: the connection is closed, not given back
@@ -194,10 +187,7 @@ class DuckDBExecutor:
         with self._lock:
             portable = to_duckdb(query, self.schemas, key)
             try:
-                statement = _parsed(self.connection, portable.sql)
-                scope = {**self._rows, "connection": self.connection, "statement": statement}
-                rows: pa.Table = eval(_EXECUTE, _SCOPE, scope)  # the constant above
-                return rows
+                return self._prepared.run(portable.sql, self._rows)
             except duckdb.Error as error:  # overflow and the like: Spark decides
                 self._failed = True
                 first = str(error).splitlines()[0][:200]
@@ -208,9 +198,9 @@ class DuckDBExecutor:
             self._rows = {}
             self.schemas.clear()
         if self._failed:  # whatever the error left behind goes with the connection
-            self.connection.close()
+            self._prepared.close()
         else:
-            _give_back(self._settings, self.connection)
+            _give_back(self._settings, self._prepared)
 
     def _name(self, purpose: str) -> str:
         """A name no other relation of this refresh has: the same names in the same order
