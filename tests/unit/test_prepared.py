@@ -135,12 +135,16 @@ def test_a_statement_is_prepared_again_for_another_schema_and_kept_otherwise() -
         assert len(prepared) == 2  # other counts: the same plan (no statistics reach it)
         described = other.replace_schema_metadata({"k": "v"})
         assert prepared.run(sql, {DELTA: described}).column("s").to_pylist() == [11]
-        field = pa.field("x", pa.int64(), metadata={"PARQUET:field_id": "1"})
+        field = pa.field("x", pa.int64(), metadata={"ARROW:extension:name": "x.y"})
         tagged = pa.table({"x": pa.array([5, 6], pa.int64())}, pa.schema([field]))
         assert prepared.run(sql, {DELTA: tagged}).column("s").to_pylist() == [11]
         assert len(prepared) == 4  # other metadata (an extension type lives there): again
         assert prepared.run(sql, {DELTA: tagged}).column("s").to_pylist() == [11]
         assert len(prepared) == 4
+        field = pa.field("x", pa.int64(), metadata={"PARQUET:field_id": "1"})
+        read = pa.table({"x": pa.array([5, 6], pa.int64())}, pa.schema([field]))
+        assert prepared.run(sql, {DELTA: read}).column("s").to_pylist() == [11]
+        assert len(prepared) == 4  # the field ids a Parquet reader attaches: the same plan
     finally:
         prepared.close()
 

@@ -36,8 +36,9 @@ class PinnedQuery:
     @cached_property
     def sql(self) -> str:
         """The pinned query's Spark SQL, built and rendered when first asked for: a refresh
-        on the embedded engine never asks (the tree, a copy of the view's with each source
-        replaced, and its render cost ~1 ms per refresh)."""
+        on the embedded engine never asks. Building the tree (a copy of the view's, each
+        source replaced) made pinning a fleet shape's sources take 0.18-0.47 ms instead of
+        0.04-0.10; rendering it takes ~1 ms."""
         tree = self._pinning.query(self._sql, self._default_namespace, (), build=True)
         assert tree is not None
         return tree.sql(dialect="spark")

@@ -23,8 +23,9 @@ Why a run computes what the statement computes run afresh:
   DuckDB's `function/table/arrow.cpp`), so nothing is pruned, folded or ordered for the
   rows a statement was prepared with.
 - A statement is kept by its text and, per relation the text names, the relation's Arrow
-  schema with its fields' metadata (an extension type lives there): a run whose relations
-  differ in any of these prepares a statement of its own.
+  fields (names, types, nullability) and metadata (an extension type lives there; the
+  field ids a Parquet reader attaches aside): a run whose relations differ in any of these
+  prepares a statement of its own.
 - A prepared run scans the objects it was bound to, and asks each for its stream again
   (DuckDB's Arrow scan produces its stream when each run starts). If DuckDB binds a
   prepared statement again (when the connection's catalog changed, which nothing here
@@ -226,11 +227,19 @@ class PreparedStatements:
 
 def _signature(rows: pa.Table) -> Hashable:
     """What of a relation a plan depends on (see the module): its schema, with its fields'
-    and its own metadata."""
+    and its own metadata but for the field ids Parquet readers attach, which DuckDB does
+    not read (rows read from a data file carry them, the same rows read as a change may
+    not: a rehearsal's sampled rows must find the statement the refresh runs)."""
     schema = rows.schema
-    fields = tuple((f.name, _items(f.metadata)) for f in schema if f.metadata)
-    return schema, fields, _items(schema.metadata)
+    fields = tuple((f.name, f.type, f.nullable, _items(f.metadata)) for f in schema)
+    return fields, _items(schema.metadata)
+
+
+# Field metadata no plan depends on.
+_IGNORED = frozenset({b"PARQUET:field_id"})
 
 
 def _items(metadata: Mapping[bytes, bytes] | None) -> tuple[tuple[bytes, bytes], ...]:
-    return tuple(sorted(metadata.items())) if metadata else ()
+    if not metadata:
+        return ()
+    return tuple(sorted((k, v) for k, v in metadata.items() if k not in _IGNORED))
