@@ -85,7 +85,7 @@ def _afresh(sql: str, relations: dict[str, pa.Table]) -> pa.Table:
     connection = connect(1, "256MB", "UTC")
     try:
         scope = {**relations, "connection": connection, "sql": sql}
-        rows: pa.Table = eval("connection.execute(sql).to_arrow_table()", {}, scope)
+        rows: pa.Table = eval("connection.sql(sql).to_arrow_table()", {}, scope)
         return rows
     finally:
         connection.close()
