@@ -49,6 +49,8 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from types import CodeType
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -169,14 +171,7 @@ class PreparedStatements:
             self._statements.move_to_end(key)
         measured = prepared.runs % MEASURE_EVERY == 0
         before = self._memory() if measured else 0
-        for name, scan in prepared.scans.items():
-            scan.rows = named[name]
-        try:
-            scope = {**prepared.scans, "connection": self.connection, "statement": prepared.run}
-            rows: pa.Table = eval(_RUN, _SCOPE, scope)  # the constant above
-        finally:
-            for scan in prepared.scans.values():
-                scan.rows = None
+        rows: pa.Table = self._over(prepared, named, _RUN, prepared.run)
         prepared.runs += 1
         prepared.last_run = self._clock()
         if measured:  # its last run's states replaced by this run's
@@ -213,16 +208,22 @@ class PreparedStatements:
         name = f"__icemv_prepared_{self._count}"
         prepared = _Prepared(f"EXECUTE {name}", f"DEALLOCATE {name}")
         prepared.scans = {relation: _Scan() for relation in named}
+        self._over(prepared, named, _PREPARE, f"PREPARE {name} AS {sql}")  # bound by schemas
+        self._statements[key] = prepared
+        return prepared
+
+    def _over(
+        self, prepared: _Prepared, named: Mapping[str, pa.Table], code: CodeType, statement: str
+    ) -> Any:
+        """`code` evaluated with `prepared`'s scans holding `named`'s rows, and none after."""
         for relation, scan in prepared.scans.items():
-            scan.rows = named[relation]  # bound by their schemas
+            scan.rows = named[relation]
         try:
-            scope = {**prepared.scans, "connection": self.connection}
-            eval(_PREPARE, _SCOPE, {**scope, "statement": f"PREPARE {name} AS {sql}"})
+            scope = {**prepared.scans, "connection": self.connection, "statement": statement}
+            return eval(code, _SCOPE, scope)  # one of the constants above
         finally:
             for scan in prepared.scans.values():
                 scan.rows = None
-        self._statements[key] = prepared
-        return prepared
 
 
 def _signature(rows: pa.Table) -> Hashable:
