@@ -524,15 +524,22 @@ def _compare(
 ) -> str:  # fmt: skip
     """'refused: why', 'same' (or 'raised: ...' where DuckDB raised on some rows and
     computed the others as Spark does), or what differs. `expected`: Spark's rows, when
-    already computed."""
+    already computed. Where the gate renders `sql` otherwise for a UTC session (the
+    connection's zone here), that form too: the first outcome that differs."""
     try:
-        portable = to_duckdb(parse_one(sql, read="spark"), relations)
+        forms = {to_duckdb(parse_one(sql, read="spark"), relations, utc=utc).sql
+                 for utc in (False, True)}  # fmt: skip
     except EngineRefusedError as why:
         return f"refused: {why}"
     if expected is None:
         expected = collect_bounded(spark.sql(sql), 10_000)
     assert expected is not None
-    actual, raised = _duckdb_rows(connection, portable.sql, row_wise)
+    outcomes = [_compare_form(connection, form, row_wise, expected) for form in sorted(forms)]
+    return next((o for o in outcomes if o != "same"), "same")
+
+
+def _compare_form(connection: Any, rendered: str, row_wise: bool, expected: pa.Table) -> str:
+    actual, raised = _duckdb_rows(connection, rendered, row_wise)
     if actual is None:
         return f"raised (falls back to Spark): {raised}"
     if raised:

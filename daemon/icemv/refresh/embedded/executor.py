@@ -33,7 +33,7 @@ from icemv.refresh.embedded.prepared import Budget, PreparedStatements
 from icemv.refresh.embedded.reads import live_files
 from icemv.refresh.patch.model import PatchTarget
 from icemv.refresh.patch.row_images import files_admitting
-from icemv.sql.portable import Schema, Tree, to_duckdb
+from icemv.sql.portable import UTC_ZONES, Schema, Tree, to_duckdb
 from icemv.sql.spark_types import of_arrow
 
 NAME = "duckdb"
@@ -128,6 +128,7 @@ class DuckDBExecutor:
 
     def __init__(self, threads: int, memory_limit: str, time_zone: str) -> None:
         self._settings = (threads, memory_limit, time_zone)
+        self._utc = time_zone in UTC_ZONES  # what the gate may render (see Gate.utc)
         self._prepared = _take(self._settings)
         self.connection = self._prepared.connection
         self.schemas: dict[str, Schema] = {}
@@ -185,7 +186,7 @@ class DuckDBExecutor:
 
     def _run(self, query: Tree, key: Hashable | None) -> pa.Table:
         with self._lock:
-            portable = to_duckdb(query, self.schemas, key)
+            portable = to_duckdb(query, self.schemas, key, self._utc)
             try:
                 return self._prepared.run(portable.sql, self._rows)
             except duckdb.Error as error:  # overflow and the like: Spark decides

@@ -28,7 +28,13 @@ Where the engines differ, and what the gate does about it:
 - division and `%` by zero: NULL in Spark; the connection is set so DuckDB agrees
   (`error_on_division_by_zero`, `ieee_floating_point_ops` off).
 - time zones: TIMESTAMP is Spark's session-zone type: DuckDB's TIMESTAMPTZ, the
-  connection's TimeZone set to Spark's session zone.
+  connection's TimeZone set to Spark's session zone. In a session zone of offset 0
+  (`UTC_ZONES`), date_trunc and hour/minute/second of a TIMESTAMP are computed on its
+  UTC time (`make_timestamp(epoch_us(ts))`, back with `make_timestamptz`): there the
+  local time is the UTC time, so these are ICU's values (checked against ICU on generated
+  instants of Spark's whole range, tests/unit/test_utc_local.py; the engine corpus runs
+  both forms against Spark), and DuckDB binds ICU's functions anew on every run of a
+  prepared statement.
 - -0.0 and NaN as keys: Spark normalises them in GROUP BY and DISTINCT, DuckDB keeps the
   first it sees: floating-point group keys and DISTINCT over them (COUNT(DISTINCT),
   SUM(DISTINCT) included) are refused.
@@ -109,11 +115,11 @@ from sqlglot import exp
 
 from icemv.errors import EngineRefusedError
 from icemv.sql.memo import Memo
-from icemv.sql.portable.common import Portable, Schema, duckdb_type, spark_type_of
+from icemv.sql.portable.common import UTC_ZONES, Portable, Schema, duckdb_type, spark_type_of
 from icemv.sql.portable.queries import Gate
 
-__all__ = ["Portable", "Schema", "Tree", "built", "duckdb_type", "spark_type_of",
-           "to_duckdb", "tree_key"]  # fmt: skip
+__all__ = ["UTC_ZONES", "Portable", "Schema", "Tree", "built", "duckdb_type",
+           "spark_type_of", "to_duckdb", "tree_key"]  # fmt: skip
 
 _answers: Memo[Portable | str] = Memo(2048)
 
@@ -130,6 +136,7 @@ def to_duckdb(
     query: Tree,
     relations: Mapping[str, Schema],
     given: Hashable | None = None,
+    utc: bool = False,
 ) -> Portable:
     """`query` (Spark SQL over the named relations) as DuckDB SQL, or EngineRefusedError.
 
@@ -143,13 +150,16 @@ def to_duckdb(
 
     `given`: a key that names the tree exactly (its caller's: what the tree is a
     function of), used instead of the tree's own; `query` may then be a builder of the
-    tree, called only when the answer is not kept."""
+    tree, called only when the answer is not kept.
+
+    `utc`: the session zone the SQL runs in is UTC (the gate's `Gate.utc`); SQL rendered
+    so runs only there."""
     types = tuple((name, tuple(schema.items())) for name, schema in sorted(relations.items()))
     if given is None:
         query = built(query)
-        key: Any = (tree_key(query), types)
+        key: Any = (tree_key(query), types, utc)
     else:
-        key = (("given", given), types)
+        key = (("given", given), types, utc)
     try:
         kept = _answers.get(key)
     except TypeError:  # an argument that cannot be hashed: gate it, keep nothing
@@ -158,7 +168,7 @@ def to_duckdb(
         # A tree its caller names by a key may be kept by the caller: the gate reads a copy.
         tree = query.copy() if given is not None and isinstance(query, exp.Query) else built(query)
         try:
-            rendered, columns = Gate(relations).query(tree)
+            rendered, columns = Gate(relations, utc).query(tree)
             kept = Portable(rendered.sql(dialect="duckdb", copy=False), tuple(columns))
         except EngineRefusedError as why:
             kept = str(why)

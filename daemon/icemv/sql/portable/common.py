@@ -45,6 +45,25 @@ def duckdb_type(spark: SparkType) -> exp.DataType:
     return spark.build()
 
 
+# Session zones of offset 0 at every instant (tzdb's fixed zones): in them a TIMESTAMP's
+# local time is its UTC time.
+UTC_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT"})
+
+
+def _utc_local(node: exp.Expr) -> exp.Expr:
+    """A TIMESTAMPTZ's local time in a UTC session, as DuckDB's TIMESTAMP of the same
+    microseconds (`make_timestamp`): no ICU calendar, which DuckDB binds anew on every
+    EXECUTE of a prepared statement that uses it (see `Gate.utc`)."""
+    return exp.Anonymous(this="make_timestamp", expressions=[
+        exp.Anonymous(this="epoch_us", expressions=[node])])  # fmt: skip
+
+
+def _utc_instant(node: exp.Expr) -> exp.Expr:
+    """The TIMESTAMPTZ whose local time in a UTC session is the TIMESTAMP `node`."""
+    return exp.Anonymous(this="make_timestamptz", expressions=[
+        exp.Anonymous(this="epoch_us", expressions=[node])])  # fmt: skip
+
+
 def _cast(node: exp.Expr, to: SparkType) -> exp.Cast:
     """A strict cast in DuckDB: a value that does not fit raises (and Spark computes it)."""
     return exp.Cast(this=node, to=duckdb_type(to))

@@ -28,8 +28,15 @@ from icemv.sql.spark_types import (
 
 
 class Gate:
-    def __init__(self, relations: Mapping[str, Schema]) -> None:
+    """`utc`: the connection's session zone is one of `UTC_ZONES`. A TIMESTAMP's date
+    parts and truncation are then computed on its UTC time (`_utc_local`): the same values
+    as DuckDB's ICU functions in that zone, without the ICU calendar, whose functions
+    DuckDB binds anew on every run of a prepared statement (5-7 ms of an hourly
+    aggregate's merge)."""
+
+    def __init__(self, relations: Mapping[str, Schema], utc: bool = False) -> None:
         self.relations = relations
+        self.utc = utc
         # The CTEs in scope, innermost last: each WITH's names and their columns.
         self.ctes: list[dict[str, list[tuple[str, SparkType]]]] = []
 

@@ -6,7 +6,14 @@ from sqlglot import exp
 
 from icemv.sql.functions import rounded_type
 from icemv.sql.portable.base import Base
-from icemv.sql.portable.common import _TRUNC_UNITS, _cast, _rebuilt, _refuse
+from icemv.sql.portable.common import (
+    _TRUNC_UNITS,
+    _cast,
+    _rebuilt,
+    _refuse,
+    _utc_instant,
+    _utc_local,
+)
 from icemv.sql.spark_types import (
     DATE,
     INT,
@@ -101,6 +108,8 @@ class Scalars(Base):
         allowed = (TIMESTAMP, NULL) if time_only else (DATE, TIMESTAMP, NULL)
         if kind not in allowed:
             raise _refuse(node, f"{type(node).__name__} of {kind.describe()}")
+        if kind == TIMESTAMP and self.gate.utc:
+            inner = _utc_local(inner)
         return _cast(_rebuilt(node, this=inner), INT), INT
 
     def date_add(self, node: exp.TsOrDsAdd) -> tuple[exp.Expr, SparkType]:
@@ -118,4 +127,6 @@ class Scalars(Base):
         name = unit.name.upper() if unit is not None else ""
         if kind not in (TIMESTAMP, NULL) or name not in _TRUNC_UNITS:
             raise _refuse(node, f"date_trunc('{name}') of {kind.describe()}")
+        if kind == TIMESTAMP and self.gate.utc:
+            return _utc_instant(_rebuilt(node, this=_utc_local(inner))), TIMESTAMP
         return _cast(_rebuilt(node, this=inner), TIMESTAMP), TIMESTAMP
