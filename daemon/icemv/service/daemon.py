@@ -23,10 +23,11 @@ import structlog
 from icemv.catalog.event_scope import event_scope
 from icemv.config import Config, load_config
 from icemv.engine.spark import activate, session_ready, use_scheduler_pool
-from icemv.errors import ConfigError, InvalidIdentifierError
+from icemv.errors import ConfigError, InvalidIdentifierError, NotAMaterializedViewError
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.lifecycle import apply_declared
+from icemv.mv.model import load_materialized_view
 from icemv.refresh.policy import refresh_mv
 from icemv.refresh.result import RefreshResult
 from icemv.service.after_refresh import AfterRefreshChecks, Round
@@ -454,7 +455,17 @@ class Daemon:
         except InvalidIdentifierError:
             return RefreshRequestOutcome.INVALID_NAME
         if identifier not in self.index.snapshot.mvs:
-            self._definitions_changed()
+            # One view loaded, not the whole index rebuilt, for a name that is no MV: a
+            # rebuild loads every MV (seconds on REST with a hundred), per request.
+            try:
+                load_materialized_view(self.lakehouse, identifier)
+            except NotAMaterializedViewError:
+                return RefreshRequestOutcome.UNKNOWN_MV
+            except Exception as exc:  # noqa: BLE001 (the catalog's trouble; the poll retries)
+                log.warning("refresh_request_lookup_failed", mv=identifier.dotted,
+                            error=type(exc).__name__)  # fmt: skip
+                return RefreshRequestOutcome.UNKNOWN_MV
+            self._definitions_changed()  # an MV created since the last poll
             if identifier not in self.index.snapshot.mvs:
                 return RefreshRequestOutcome.UNKNOWN_MV
         self.request(identifier, "manual")
