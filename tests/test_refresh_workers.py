@@ -175,6 +175,32 @@ def test_an_mv_goes_to_its_home_worker_unless_another_would_idle_or_is_far_less_
     assert min(spread) >= 30, spread  # the hash spreads a fleet over both
 
 
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_a_join_rehearses_an_append_to_its_largest_source(
+    lakehouse: Lakehouse, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither source stepped back to (no parent snapshots): the made-up append is the
+    fact table's, the largest, not the dimension's made after it, so the first refresh
+    after a fact append runs the statements the rehearsal prepared."""
+    create_trips(lakehouse, namespace, rows=[(i, "ab"[i % 2], 1.0 + i, D1) for i in range(20)])
+    create_trips(lakehouse, namespace, name="vendors", rows=[(1, "a", 0.0, D1), (2, "b", 0.0, D1)])
+    mv = Identifier((namespace,), "by_vendor_joined")
+    sql = ("SELECT v.id AS vendor_id, sum(t.fare) AS s FROM trips t "
+           "JOIN vendors v ON t.vendor = v.vendor GROUP BY v.id")  # fmt: skip
+    create_mv(lakehouse, mv, sql, properties={"icemv.refresh-policy": "incremental"})
+    assert refresh_mv(lakehouse, mv).mode == "full"
+    statements = _prepared_statements(monkeypatch)
+    assert rehearse_mv(lakehouse, mv) == "sampled"
+    rehearsed = set(statements)
+    assert rehearsed
+    append_trips(lakehouse, namespace, [(30, "a", 2.5, D1), (31, "b", 1.0, D1)])
+    first = refresh_mv(lakehouse, mv)
+    assert (first.mode, first.engine) == ("incremental", "duckdb"), first.engine_reason
+    assert set(statements) == rehearsed  # nothing prepared anew
+    assert_matches_oracle(lakehouse, mv)
+
+
 def _prepared_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The text of every statement the embedded executor prepares from now on (one it has
     prepared on the connection before is run as it is: refresh/embedded/prepared.py)."""
