@@ -30,7 +30,7 @@ from icemv.errors import EngineRefusedError
 from icemv.lakehouse import Lakehouse
 from icemv.refresh.embedded.executor import connect
 from icemv.sql.functions import DATE_LIKE, FUNCTIONS, Argument, Function
-from icemv.sql.portable import to_duckdb
+from icemv.sql.portable import UTC_ZONES, to_duckdb
 from icemv.sql.spark_types import of_arrow
 from tests.test_engine_corpus import _same
 
@@ -290,11 +290,14 @@ def _values(table: pa.Table) -> list[Any]:
     return column.to_pylist()
 
 
-def _duckdb(connection: Any, relations: Any, call: str) -> tuple[pa.Table, list[int]] | str:
-    """DuckDB's rows of the call and the rows it raised on, or the gate's refusal."""
+def _duckdb(
+    connection: Any, relations: Any, call: str, utc: bool
+) -> tuple[pa.Table, list[int]] | str:
+    """DuckDB's rows of the call and the rows it raised on, or the gate's refusal (`utc`:
+    as the gate renders it for a UTC session, Gate.utc)."""
     sql = f"SELECT r, {call} AS v FROM fargs"
     try:
-        portable = to_duckdb(parse_one(sql, read="spark"), relations)
+        portable = to_duckdb(parse_one(sql, read="spark"), relations, utc=utc)
     except EngineRefusedError as why:
         return f"refused: {why}"
     return _duckdb_rows(connection, portable.sql)
@@ -341,7 +344,8 @@ def test_each_admitted_function_is_spark_s_value_for_generated_arguments(
     if zone == "UTC":
         cases["conversions"] = CONVERSIONS
     every = [c for group in cases.values() for c in group]
-    computed = {call: _duckdb(connection, relations, call) for call in every}
+    utc = zone in UTC_ZONES  # as the executor renders in the zone
+    computed = {call: _duckdb(connection, relations, call, utc) for call in every}
     answered = {
         call: result[0].column("r").to_pylist()
         for call, result in computed.items()

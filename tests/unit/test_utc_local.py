@@ -28,6 +28,11 @@ EXPRESSIONS = [
     *(f"{part}(ts)" for part in ("year", "quarter", "month", "day", "dayofmonth", "hour",
                                  "minute", "second")),
 ]  # fmt: skip
+# Functions of the table that read a TIMESTAMP's local time (Argument.local_time), over
+# years 1000-9999 (date_format raises outside them, in both forms).
+FUNCTIONS = ["date_format(ts, 'yyyy-MM-dd HH:mm:ss.SSS EEE D')", "months_between(ts, t2)",
+             "months_between(t2, ts, false)"]  # fmt: skip
+YEAR_1000 = -30610224000000000
 EDGES = [FIRST, LAST, 0, -1, 1, -86400000000, 951782400000000, 951868799999999,
          -12219292800000000, -12219292800000001]  # fmt: skip
 
@@ -41,7 +46,7 @@ def connection() -> Any:
 
 def _sql(expression: str, utc: bool) -> str:
     query = parse_one(f"SELECT {expression} AS v FROM t", read="spark")
-    return to_duckdb(query, {"t": {"ts": TIMESTAMP}}, utc=utc).sql
+    return to_duckdb(query, {"t": {"ts": TIMESTAMP, "t2": TIMESTAMP}}, utc=utc).sql
 
 
 def test_utc_forms_differ_only_where_meant() -> None:
@@ -62,6 +67,24 @@ def test_utc_forms_equal_icu_in_utc(connection: Any, micros: list[int]) -> None:
         icu = connection.sql(_sql(expression, utc=False)).to_arrow_table()
         local = connection.sql(_sql(expression, utc=True)).to_arrow_table()
         assert icu.column("v").type == local.column("v").type, expression
+        assert icu.column("v").to_pylist() == local.column("v").to_pylist(), expression
+    del t
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(YEAR_1000, LAST), st.integers(YEAR_1000, LAST)),
+                min_size=1, max_size=300))  # fmt: skip
+def test_local_time_functions_in_utc_equal_icu(
+    connection: Any, pairs: list[tuple[int, int]]
+) -> None:
+    stamps = pa.timestamp("us", tz="UTC")
+    t = pa.table({"ts": pa.array([a for a, _ in pairs] + [None], stamps),
+                  "t2": pa.array([b for _, b in pairs] + [0], stamps)})  # fmt: skip
+    for expression in FUNCTIONS:
+        utc_form = _sql(expression, utc=True)
+        assert "EPOCH_US" in utc_form, expression
+        icu = connection.sql(_sql(expression, utc=False)).to_arrow_table()
+        local = connection.sql(utc_form).to_arrow_table()
         assert icu.column("v").to_pylist() == local.column("v").to_pylist(), expression
     del t
 

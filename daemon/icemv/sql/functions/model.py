@@ -64,6 +64,9 @@ class Argument:
     null: bool = True  # a NULL literal admitted here
     repeated: bool = False  # at an int: this and every later argument (at least one)
     cast_to: SparkType | None = None  # other admitted kinds cast to it first, as Spark does
+    # A TIMESTAMP read by its local time (date parts, clock): in a UTC session the gate
+    # hands the expression its UTC time instead (portable/queries.py, Gate.utc).
+    local_time: bool = False
 
 
 @dataclass(frozen=True)

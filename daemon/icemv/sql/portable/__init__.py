@@ -29,12 +29,13 @@ Where the engines differ, and what the gate does about it:
   (`error_on_division_by_zero`, `ieee_floating_point_ops` off).
 - time zones: TIMESTAMP is Spark's session-zone type: DuckDB's TIMESTAMPTZ, the
   connection's TimeZone set to Spark's session zone. In a session zone of offset 0
-  (`UTC_ZONES`), date_trunc and hour/minute/second of a TIMESTAMP are computed on its
-  UTC time (`make_timestamp(epoch_us(ts))`, back with `make_timestamptz`): there the
-  local time is the UTC time, so these are ICU's values (checked against ICU on generated
-  instants of Spark's whole range, tests/unit/test_utc_local.py; the engine corpus runs
-  both forms against Spark), and DuckDB binds ICU's functions anew on every run of a
-  prepared statement.
+  (`UTC_ZONES`), date_trunc and hour/minute/second of a TIMESTAMP, and the TIMESTAMP
+  arguments of the functions that read its local time (the table's `local_time`:
+  date_format, months_between), are computed on its UTC time
+  (`make_timestamp(epoch_us(ts))`, back with `make_timestamptz`): there the local time is
+  the UTC time, so these are ICU's values (checked against ICU on generated instants,
+  tests/unit/test_utc_local.py; the engine and function corpora run the forms against
+  Spark), and DuckDB binds ICU's functions anew on every run of a prepared statement.
 - -0.0 and NaN as keys: Spark normalises them in GROUP BY and DISTINCT, DuckDB keeps the
   first it sees: floating-point group keys and DISTINCT over them (COUNT(DISTINCT),
   SUM(DISTINCT) included) are refused.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from sqlglot import exp
 
 from icemv.sql.functions import DATE_LIKE, Argument, Function, function_of
-from icemv.sql.portable.common import _cast, _refuse, _Scope, _text
+from icemv.sql.portable.common import _cast, _refuse, _Scope, _text, _utc_local
 from icemv.sql.regex import Untranslatable
 from icemv.sql.spark_types import (
     BIGINT,
@@ -153,4 +153,6 @@ class Base:
             rendered, kind = _cast(rendered, target), target
         if kind.kind == "null":  # typed, or DuckDB cannot choose the function's overload
             rendered = _cast(rendered, _NULL_AS[min(argument.kinds)])
+        elif argument.local_time and kind == TIMESTAMP and self.gate.utc:
+            rendered = _utc_local(rendered)
         return rendered, kind
