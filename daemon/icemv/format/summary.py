@@ -33,6 +33,7 @@ __all__ = [
     "RefreshReason",
     "StorageWrite",
     "SummaryKey",
+    "summary_int",
     "summary_of",
 ]
 
@@ -112,3 +113,11 @@ def summary_of(snapshot: Snapshot | None) -> Mapping[str, str]:
     if snapshot is None or snapshot.summary is None:
         return {}
     return snapshot.summary.additional_properties
+
+
+def summary_int(snapshot: Snapshot | None, key: str) -> int:
+    """A snapshot's integer summary property; 0 when absent or not an integer."""
+    try:
+        return int(summary_of(snapshot).get(key, 0))
+    except ValueError:
+        return 0

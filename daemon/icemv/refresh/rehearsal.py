@@ -34,7 +34,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from icemv.format.refresh_state import SourceState
-from icemv.format.summary import summary_of
+from icemv.format.summary import TOTAL_RECORDS, summary_int
 from icemv.identifiers import Identifier
 from icemv.lakehouse import CatalogReads, Lakehouse
 from icemv.mv.freshness import assess_freshness
@@ -96,7 +96,9 @@ def _sampled(plan: IncrementalPlan) -> IncrementalPlan | None:
     found = _table_sources(plan.base.reads, plan.base.pinned.sources)
     if not found:
         return None
-    position, table, snapshot = max(found, key=lambda f: (_total_records(f[2]), f[2].timestamp_ms))
+    position, table, snapshot = max(
+        found, key=lambda f: (summary_int(f[2], TOTAL_RECORDS), f[2].timestamp_ms)
+    )
     source = plan.base.pinned.sources[position]
     identifier = Identifier(source.namespace, source.name)
     cache = shared_cache(plan.base.reads.lakehouse.config.refresh.embedded_cache_bytes)
@@ -139,10 +141,3 @@ def _table_sources(
         if snapshot is not None:
             found.append((position, table, snapshot))
     return found
-
-
-def _total_records(snapshot: Snapshot) -> int:
-    try:
-        return int(summary_of(snapshot).get("total-records", 0))
-    except ValueError:
-        return 0

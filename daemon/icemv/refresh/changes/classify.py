@@ -22,7 +22,7 @@ from icemv.format.summary import (
     DELETED_RECORDS,
     TOTAL_RECORDS,
     RefreshReason,
-    summary_of,
+    summary_int,
 )
 from icemv.identifiers import Identifier
 
@@ -47,13 +47,6 @@ class SourceChange:
 
 def _operation(snapshot: Snapshot) -> str:
     return snapshot.summary.operation.value if snapshot.summary else "overwrite"
-
-
-def _summary_int(snapshot: Snapshot, key: str) -> int:
-    try:
-        return int(summary_of(snapshot).get(key, 0))
-    except ValueError:
-        return 0
 
 
 def classify_change(
@@ -98,12 +91,12 @@ def classify_change(
     else:
         kind = "general"
     changed = sum(
-        _summary_int(s, ADDED_RECORDS)
-        + _summary_int(s, DELETED_RECORDS)
-        + _summary_int(s, ADDED_POSITION_DELETES)
-        + _summary_int(s, ADDED_EQUALITY_DELETES)
+        summary_int(s, ADDED_RECORDS)
+        + summary_int(s, DELETED_RECORDS)
+        + summary_int(s, ADDED_POSITION_DELETES)
+        + summary_int(s, ADDED_EQUALITY_DELETES)
         for s in between
         if _operation(s) != "replace"
     )
-    total = _summary_int(between[-1], TOTAL_RECORDS) if between else 0
+    total = summary_int(between[-1], TOTAL_RECORDS) if between else 0
     return SourceChange(identifier, old_id, new_snapshot_id, kind, tuple(between), changed, total)

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from icemv.errors import EngineRefusedError
 from icemv.sql.decimals import DecimalType
+from icemv.sql.functions.model import call
 from icemv.sql.spark_types import (
     BIGINT,
     BOOLEAN,
@@ -54,14 +55,12 @@ def _utc_local(node: exp.Expr) -> exp.Expr:
     """A TIMESTAMPTZ's local time in a UTC session, as DuckDB's TIMESTAMP of the same
     microseconds (`make_timestamp`): no ICU calendar, which DuckDB binds anew on every
     EXECUTE of a prepared statement that uses it (see `Gate.utc`)."""
-    return exp.Anonymous(this="make_timestamp", expressions=[
-        exp.Anonymous(this="epoch_us", expressions=[node])])  # fmt: skip
+    return call("make_timestamp", call("epoch_us", node))
 
 
 def _utc_instant(node: exp.Expr) -> exp.Expr:
     """The TIMESTAMPTZ whose local time in a UTC session is the TIMESTAMP `node`."""
-    return exp.Anonymous(this="make_timestamptz", expressions=[
-        exp.Anonymous(this="epoch_us", expressions=[node])])  # fmt: skip
+    return call("make_timestamptz", call("epoch_us", node))
 
 
 def _cast(node: exp.Expr, to: SparkType) -> exp.Cast:

@@ -28,11 +28,8 @@ from icemv.sql.spark_types import (
 
 
 class Gate:
-    """`utc`: the connection's session zone is one of `UTC_ZONES`. A TIMESTAMP's date
-    parts and truncation are then computed on its UTC time (`_utc_local`): the same values
-    as DuckDB's ICU functions in that zone, without the ICU calendar, whose functions
-    DuckDB binds anew on every run of a prepared statement (5-7 ms of an hourly
-    aggregate's merge)."""
+    """`utc`: the session zone is one of `UTC_ZONES`, where a TIMESTAMP's local time is
+    its UTC time (`_utc_local`, and the module `icemv.sql.portable` on time zones)."""
 
     def __init__(self, relations: Mapping[str, Schema], utc: bool = False) -> None:
         self.relations = relations
